@@ -1,0 +1,108 @@
+import { status as GrpcStatus } from "@grpc/grpc-js";
+
+/**
+ * Every error a caller can see, keyed by its stable code. Each code maps once to a gRPC status
+ * and an HTTP status; the body shape depends on the API family (see `ErrorDialect`).
+ */
+export const ERRORS = {
+  // V1 phone API (specification "Errors", decisions section 4).
+  invalid_phone_number: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  bad_request: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  unsupported_region: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  account_invalid: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
+  negative_balance: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 402 },
+  spending_limit_exceeded: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 402 },
+  suspended_account: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
+  internal_server_error: { grpc: GrpcStatus.INTERNAL, http: 500 },
+  // V1 switched off after its sunset (V1_AFTER_SUNSET=gone).
+  gone: { grpc: GrpcStatus.UNIMPLEMENTED, http: 410 },
+  // Any family: a route or resource that does not exist, and Redis out of reach.
+  not_found: { grpc: GrpcStatus.NOT_FOUND, http: 404 },
+  method_not_allowed: { grpc: GrpcStatus.UNIMPLEMENTED, http: 405 },
+  payload_too_large: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 413 },
+  unsupported_media_type: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 415 },
+  unavailable: { grpc: GrpcStatus.UNAVAILABLE, http: 503 },
+} as const satisfies Record<string, { grpc: GrpcStatus; http: number }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** The V1 codes of the specification's error enum, plus the decided `bad_request` extension. */
+export const V1_ERROR_CODES = [
+  "account_invalid",
+  "internal_server_error",
+  "invalid_phone_number",
+  "negative_balance",
+  "spending_limit_exceeded",
+  "suspended_account",
+  "unsupported_region",
+  "bad_request",
+] as const satisfies readonly ErrorCode[];
+
+/** Body shapes of the API families: V1 `{code, message, doc_url}`, session `{code, message}`. */
+export type ErrorDialect = "v1" | "session";
+
+export class RingfenceError extends Error {
+  override readonly name = "RingfenceError";
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    /** Response headers that belong to this error (for example `Retry-After`). */
+    readonly headers: Readonly<Record<string, string>> = {},
+    /** Extra body fields of the session family (for example `field`). */
+    readonly details: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+  }
+}
+
+export interface WireError {
+  grpcStatus: GrpcStatus;
+  httpStatus: number;
+  message: string;
+  body: Record<string, unknown>;
+  headers: Record<string, string>;
+}
+
+/** Codes whose V1 body code differs from the internal one (V1 has a closed enum). */
+const V1_BODY_CODE: Partial<Record<ErrorCode, string>> = {
+  unavailable: "internal_server_error",
+  not_found: "bad_request",
+  method_not_allowed: "bad_request",
+  payload_too_large: "bad_request",
+  unsupported_media_type: "bad_request",
+};
+
+/** The one place where an error becomes what a caller receives, over gRPC and over HTTP. */
+export function toWire(err: unknown, dialect: ErrorDialect, docsUrl: string): WireError {
+  const e = asRingfenceError(err);
+  const { grpc, http } = ERRORS[e.code];
+  const body: Record<string, unknown> =
+    dialect === "v1"
+      ? (() => {
+          const code = V1_BODY_CODE[e.code] ?? e.code;
+          return { code, message: e.message, doc_url: `${docsUrl}/errors#${code}` };
+        })()
+      : { code: e.code, message: e.message, ...e.details };
+  return { grpcStatus: grpc, httpStatus: http, message: e.message, body, headers: { ...e.headers } };
+}
+
+/** Unknown failures become a 500 whose message reveals nothing; Redis outages a 503. */
+export function asRingfenceError(err: unknown): RingfenceError {
+  if (err instanceof RingfenceError) return err;
+  if (isRedisUnavailable(err)) {
+    return new RingfenceError("unavailable", "The service is temporarily unavailable, try again shortly", {
+      "retry-after": "5",
+    });
+  }
+  return new RingfenceError("internal_server_error", "Internal server error");
+}
+
+function isRedisUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  return (
+    err.name === "MaxRetriesPerRequestError" ||
+    /Connection is closed|Stream isn't writeable|enableOfflineQueue|ECONNREFUSED|ClusterAllFailedError/.test(
+      err.message,
+    )
+  );
+}

@@ -1,0 +1,103 @@
+import {
+  Metadata,
+  Server,
+  ServerCredentials,
+  type sendUnaryData,
+  type ServerUnaryCall,
+  type ServiceError,
+  type UntypedServiceImplementation,
+} from "@grpc/grpc-js";
+import { loadFileDescriptorSetFromBuffer, loadSync } from "@grpc/proto-loader";
+import { ReflectionService } from "@grpc/reflection";
+import { HealthImplementation, protoPath as healthProtoPath, type ServingStatus } from "grpc-health-check";
+import { HTTP_BODY_MARKER, HTTP_STATUS_MARKER, invoke, type ServiceBinding } from "../rpc/binding.js";
+import type { Logger } from "../log.js";
+
+export interface GrpcDeps {
+  log: Logger;
+  docsUrl: string;
+  /** The FileDescriptorSet that `buf build` makes, for server reflection. */
+  descriptor: Buffer;
+}
+
+export interface GrpcTransport {
+  server: Server;
+  port: number;
+  setServing(status: ServingStatus): void;
+}
+
+/** Serves the bindings over gRPC, with the health service and server reflection. */
+export async function startGrpc(
+  bindings: readonly ServiceBinding[],
+  listen: { host: string; port: number },
+  deps: GrpcDeps,
+): Promise<GrpcTransport> {
+  const server = new Server({ "grpc.max_receive_message_length": 4 * 1024 * 1024 });
+  for (const binding of bindings) server.addService(binding.definition, implement(binding, deps));
+
+  const names = ["", ...bindings.map((b) => b.serviceName)];
+  const health = new HealthImplementation(Object.fromEntries(names.map((n) => [n, "NOT_SERVING"])));
+  health.addToServer(server);
+  // Reflection describes what this server answers: the served services and health.
+  const described = { ...loadFileDescriptorSetFromBuffer(deps.descriptor), ...loadSync(healthProtoPath) };
+  const reflected = [...bindings.map((b) => b.serviceName), "grpc.health.v1.Health"];
+  new ReflectionService(described, { services: reflected }).addToServer(server);
+
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${hostForUri(listen.host)}:${listen.port}`, ServerCredentials.createInsecure(), (err, p) => {
+      if (err) reject(err);
+      else resolve(p);
+    });
+  });
+  return {
+    server,
+    port,
+    setServing: (status) => {
+      for (const n of names) health.setStatus(n, status);
+    },
+  };
+}
+
+function implement(binding: ServiceBinding, deps: GrpcDeps): UntypedServiceImplementation {
+  const impl: UntypedServiceImplementation = {};
+  for (const method of Object.keys(binding.definition)) {
+    impl[method] = (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+      const incoming = (name: string) => {
+        const v = call.metadata.get(name)[0];
+        return v === undefined ? undefined : v.toString();
+      };
+      void invoke(binding, method, call.request, incoming, deps).then((outcome) => {
+        if (outcome.ok) {
+          if (Object.keys(outcome.headers).length > 0) call.sendMetadata(toMetadata(outcome.headers));
+          callback(null, outcome.response);
+          return;
+        }
+        // Nothing was sent yet, so grpc-js answers trailers-only: these become HTTP headers in Envoy.
+        const { error } = outcome;
+        const metadata = toMetadata({
+          ...outcome.headers,
+          [HTTP_STATUS_MARKER]: String(error.httpStatus),
+          [HTTP_BODY_MARKER]: asciiJson(error.body),
+        });
+        const failure: Partial<ServiceError> = { code: error.grpcStatus, details: error.message, metadata };
+        callback(failure);
+      });
+    };
+  }
+  return impl;
+}
+
+function toMetadata(headers: Record<string, string>): Metadata {
+  const md = new Metadata();
+  for (const [k, v] of Object.entries(headers)) md.set(k, v);
+  return md;
+}
+
+/** grpc-js drops metadata values with non-printable characters, so the body is kept to ASCII. */
+export function asciiJson(value: unknown): string {
+  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+function hostForUri(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}

@@ -1,0 +1,75 @@
+import { readFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
+import type { Config } from "../config.js";
+
+export type RedisClient = Redis | Cluster;
+
+/**
+ * Fails commands fast while Redis is out of reach (callers get 503), instead of queueing them
+ * for ever; reconnects in the background.
+ */
+const COMMON: RedisOptions = {
+  maxRetriesPerRequest: 2,
+  connectTimeout: 2_000,
+  commandTimeout: 2_000,
+  lazyConnect: true,
+};
+
+export function createRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NODES">): RedisClient {
+  if (config.REDIS_CLUSTER_NODES !== undefined) {
+    const nodes = config.REDIS_CLUSTER_NODES.map((n) => {
+      const i = n.lastIndexOf(":");
+      return { host: n.slice(0, i), port: Number(n.slice(i + 1)) };
+    });
+    return new Cluster(nodes, { redisOptions: COMMON, lazyConnect: true, scaleReads: "master" });
+  }
+  return new Redis(config.REDIS_URL, COMMON);
+}
+
+/** Connects and checks the server answers; throws a one-line error when it does not. */
+export async function connectRedis(redis: RedisClient): Promise<void> {
+  try {
+    await redis.connect();
+    await redis.ping();
+  } catch (err) {
+    redis.disconnect();
+    throw new Error(`Redis is not reachable: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/**
+ * A Lua script run with EVALSHA (EVAL once after a NOSCRIPT). Every key a script touches is
+ * passed in KEYS and shares one hash tag, so the script runs on one Redis Cluster slot.
+ */
+export class LuaScript {
+  readonly sha: string;
+  constructor(
+    readonly name: string,
+    readonly source: string,
+  ) {
+    this.sha = createHash("sha1").update(source).digest("hex");
+  }
+
+  static fromFile(url: URL): LuaScript {
+    return new LuaScript(url.pathname.split("/").pop() ?? "script", readFileSync(url, "utf8"));
+  }
+
+  async run(redis: RedisClient, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    try {
+      return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith("NOSCRIPT")) throw err;
+      return redis.eval(this.source, keys.length, ...keys, ...args);
+    }
+  }
+}
+
+/** Key names: `<prefix><kind>:{<tag>}[:<suffix>]`. The braces are the Redis Cluster hash tag. */
+export class Keys {
+  constructor(private readonly prefix: string) {}
+
+  key(kind: string, tag: string, ...suffix: string[]): string {
+    return [`${this.prefix}${kind}:{${tag}}`, ...suffix].join(":");
+  }
+}
