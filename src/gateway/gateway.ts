@@ -1,0 +1,335 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { MethodDefinition } from "@grpc/grpc-js";
+import { fromBinary, fromJson, ScalarType, toBinary, toJson, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import { RingfenceError, toWire, type ErrorDialect } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { Contract } from "../rpc/contract.js";
+import { HTTP_BODY_MARKER, HTTP_STATUS_MARKER, invoke, type ServiceBinding } from "../rpc/binding.js";
+import { BadPathEncoding, matchTemplate, parseTemplate, type PathTemplate } from "./path-template.js";
+
+export interface GatewayDeps {
+  log: Logger;
+  docsUrl: string;
+  maxBodyBytes: number;
+  contract: Contract;
+  /** Whether the service can do its work now (Redis reachable), for `GET /readyz`. */
+  ready: () => Promise<boolean>;
+}
+
+interface Route {
+  verb: string;
+  template: PathTemplate;
+  body: string;
+  responseBody: string;
+  binding: ServiceBinding;
+  method: string;
+  definition: MethodDefinition<unknown, unknown>;
+  input: DescMessage;
+  output: DescMessage;
+}
+
+const HTTP_BODY_TYPE = "google.api.HttpBody";
+
+/**
+ * The built-in REST gateway: every route comes from the `google.api.http` annotations of the
+ * served methods, and each request runs the same in-process handler as its gRPC twin, with the
+ * same answer conventions as Envoy's transcoder plus the Lua marker filter.
+ */
+export function createGateway(bindings: readonly ServiceBinding[], deps: GatewayDeps): Server {
+  const routes = buildRoutes(bindings, deps.contract);
+  const server = createServer((req, res) => {
+    void handle(routes, deps, req, res).catch((err: unknown) => {
+      deps.log.error("gateway failure", { error: err instanceof Error ? err.message : String(err) });
+      if (!res.headersSent) sendError(res, "session", deps.docsUrl, err, {});
+      else res.destroy();
+    });
+  });
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  return server;
+}
+
+export function buildRoutes(bindings: readonly ServiceBinding[], contract: Contract): Route[] {
+  const routes: Route[] = [];
+  for (const binding of bindings) {
+    for (const [method, definition] of Object.entries(binding.definition)) {
+      const rpc = contract.methods.get(definition.path);
+      if (rpc === undefined) throw new Error(`${definition.path} is not in the descriptor: run npm run generate`);
+      for (const http of rpc.http) {
+        routes.push({
+          verb: http.verb,
+          template: parseTemplate(http.pattern),
+          body: http.body,
+          responseBody: http.responseBody,
+          binding,
+          method,
+          definition: definition as MethodDefinition<unknown, unknown>,
+          input: rpc.input,
+          output: rpc.output,
+        });
+      }
+    }
+  }
+  return routes;
+}
+
+async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, res: ServerResponse) {
+  const rawUrl = req.url ?? "/";
+  const q = rawUrl.indexOf("?");
+  const rawPath = q < 0 ? rawUrl : rawUrl.slice(0, q);
+  const rawQuery = q < 0 ? "" : rawUrl.slice(q + 1);
+  const verb = req.method ?? "GET";
+
+  if (verb === "GET" && (rawPath === "/healthz" || rawPath === "/readyz")) {
+    const up = rawPath === "/healthz" || (await deps.ready().catch(() => false));
+    sendJson(res, up ? 200 : 503, { status: up ? "ok" : "unavailable" }, {});
+    return;
+  }
+
+  const guessDialect: ErrorDialect = /^\/v1\/(?!session\/)/.test(rawPath) ? "v1" : "session";
+  let route: Route | undefined;
+  let vars: Map<string, string> | undefined;
+  let badEncoding: { route: Route; message: string } | undefined;
+  const allowed = new Set<string>();
+  for (const r of routes) {
+    let m: Map<string, string> | undefined;
+    try {
+      m = matchTemplate(r.template, rawPath);
+    } catch (err) {
+      if (!(err instanceof BadPathEncoding)) throw err;
+      allowed.add(r.verb);
+      if (r.verb === verb) badEncoding ??= { route: r, message: err.message };
+      continue;
+    }
+    if (m === undefined) continue;
+    allowed.add(r.verb);
+    if (r.verb === verb && route === undefined) {
+      route = r;
+      vars = m;
+    }
+  }
+  if (route === undefined && badEncoding !== undefined) {
+    const { binding } = badEncoding.route;
+    req.resume();
+    sendError(res, binding.dialect, deps.docsUrl, new RingfenceError("bad_request", badEncoding.message), binding.headers);
+    return;
+  }
+  if (route === undefined || vars === undefined) {
+    req.resume();
+    const err =
+      allowed.size > 0
+        ? new RingfenceError("method_not_allowed", `${verb} is not allowed on ${rawPath}`, {
+            allow: [...allowed].join(", "),
+          })
+        : new RingfenceError("not_found", `no such path: ${rawPath}`);
+    sendError(res, guessDialect, deps.docsUrl, err, {});
+    return;
+  }
+
+  const { binding } = route;
+  let request: unknown;
+  try {
+    const body = await readBody(req, deps.maxBodyBytes);
+    const json = requestJson(route, vars, parseQuery(rawQuery), body, req.headers["content-type"]);
+    const message = fromJson(route.input, json, { ignoreUnknownFields: false });
+    request = route.definition.requestDeserialize(Buffer.from(toBinary(route.input, message)));
+  } catch (err) {
+    const e = err instanceof RingfenceError ? err : new RingfenceError("bad_request", cleanMessage(err));
+    sendError(res, binding.dialect, deps.docsUrl, e, binding.headers);
+    return;
+  }
+
+  const incoming = (name: string) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  const outcome = await invoke(binding, route.method, request, incoming, deps);
+  if (!outcome.ok) {
+    const { error } = outcome;
+    send(res, error.httpStatus, JSON.stringify(error.body), "application/json", outcome.headers);
+    return;
+  }
+  const { [HTTP_STATUS_MARKER]: status = "200", [HTTP_BODY_MARKER]: _unused, ...headers } = outcome.headers;
+  const code = Number(status);
+  const bytes = route.definition.responseSerialize(outcome.response);
+  const message = fromBinary(route.output, bytes);
+  if (route.output.typeName === HTTP_BODY_TYPE) {
+    const raw = toJson(route.output, message) as { contentType?: string; data?: string };
+    send(res, code, Buffer.from(raw.data ?? "", "base64"), raw.contentType ?? "application/octet-stream", headers);
+    return;
+  }
+  let json = toJson(route.output, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
+  if (route.responseBody !== "" && json !== null && typeof json === "object" && !Array.isArray(json)) {
+    json = json[route.responseBody] ?? null;
+  }
+  if (code === 204) send(res, code, "", undefined, headers);
+  else send(res, code, JSON.stringify(json), "application/json", headers);
+}
+
+/** Builds the proto3 JSON of the request from body, path variables and query, like the transcoder. */
+function requestJson(
+  route: Route,
+  vars: Map<string, string>,
+  query: [string, string][],
+  body: Buffer,
+  contentType: string | undefined,
+): JsonValue {
+  const json: Record<string, JsonValue> = {};
+  if (route.body === "*") {
+    Object.assign(json, bodyValue(route.input, body, contentType));
+  } else if (route.body !== "") {
+    const field = route.input.fields.find((f) => f.name === route.body);
+    const value = bodyValue(field?.message, body, contentType);
+    if (value !== undefined) json[route.body] = value;
+  }
+  for (const [path, value] of vars) setPath(json, route.input, path, [value], true);
+  if (route.body !== "*") {
+    const bound = new Set([...vars.keys(), route.body]);
+    const grouped = new Map<string, string[]>();
+    for (const [k, v] of query) grouped.set(k, [...(grouped.get(k) ?? []), v]);
+    for (const [key, values] of grouped) {
+      if (bound.has(key)) continue;
+      setPath(json, route.input, key, values, false);
+    }
+  }
+  return json;
+}
+
+function bodyValue(desc: DescMessage | undefined, body: Buffer, contentType: string | undefined) {
+  if (desc?.typeName === HTTP_BODY_TYPE) {
+    return { content_type: contentType ?? "", data: body.toString("base64") };
+  }
+  if (body.length === 0) return {};
+  const type = (contentType ?? "application/json").split(";")[0]?.trim().toLowerCase() ?? "";
+  if (type !== "application/json" && !type.endsWith("+json")) {
+    throw new RingfenceError("unsupported_media_type", `Content-Type must be application/json, got ${type}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString("utf8"));
+  } catch (err) {
+    throw new RingfenceError("bad_request", `malformed JSON body: ${cleanMessage(err)}`);
+  }
+  if (desc !== undefined && (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))) {
+    throw new RingfenceError("bad_request", "the JSON body must be an object");
+  }
+  return parsed as JsonValue;
+}
+
+/** Sets `a.b.c` in the JSON from string values, typed by the field the path names. */
+function setPath(
+  json: Record<string, JsonValue>,
+  input: DescMessage,
+  path: string,
+  values: string[],
+  fromPath: boolean,
+): void {
+  const names = path.split(".");
+  let desc: DescMessage | undefined = input;
+  let target = json;
+  for (const [i, name] of names.entries()) {
+    const field: DescField | undefined = desc?.fields.find((f) => f.name === name || f.jsonName === name);
+    if (field === undefined) {
+      throw new RingfenceError("bad_request", `unknown ${fromPath ? "path variable" : "query parameter"}: ${path}`);
+    }
+    if (i < names.length - 1) {
+      if (field.fieldKind !== "message") throw new RingfenceError("bad_request", `${path} is not a nested field`);
+      const next = target[field.name];
+      const child: Record<string, JsonValue> =
+        next !== null && typeof next === "object" && !Array.isArray(next) ? next : {};
+      target[field.name] = child;
+      target = child;
+      desc = field.message;
+      continue;
+    }
+    const scalar =
+      field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")
+        ? field.scalar
+        : undefined;
+    const enumLike = field.fieldKind === "enum" || (field.fieldKind === "list" && field.listKind === "enum");
+    if (scalar === undefined && !enumLike) {
+      throw new RingfenceError("bad_request", `${path} cannot be set from the URL`);
+    }
+    const typed = values.map((v) => (scalar === ScalarType.BOOL && (v === "true" || v === "false") ? v === "true" : v));
+    if (field.fieldKind === "list") target[field.name] = typed;
+    else if (typed.length > 1) throw new RingfenceError("bad_request", `${path} may be given only once`);
+    else target[field.name] = typed[0] ?? null;
+  }
+}
+
+/** Query strings as the transcoder reads them: percent-decoded, `+` kept as `+`. */
+function parseQuery(raw: string): [string, string][] {
+  if (raw === "") return [];
+  return raw
+    .split("&")
+    .filter((p) => p !== "")
+    .map((pair) => {
+      const eq = pair.indexOf("=");
+      const [k, v] = eq < 0 ? [pair, ""] : [pair.slice(0, eq), pair.slice(eq + 1)];
+      try {
+        return [decodeURIComponent(k), decodeURIComponent(v)];
+      } catch {
+        throw new RingfenceError("bad_request", `malformed percent-encoding in query parameter "${k}"`);
+      }
+    });
+}
+
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers["content-length"] ?? "0");
+    if (declared > limit) {
+      req.resume();
+      reject(new RingfenceError("payload_too_large", `the body may not exceed ${limit} bytes`));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.removeAllListeners("data");
+        req.resume();
+        reject(new RingfenceError("payload_too_large", `the body may not exceed ${limit} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => {
+      resolve(Buffer.concat(chunks));
+    });
+    req.on("error", reject);
+  });
+}
+
+function cleanMessage(err: unknown): string {
+  const msg = err instanceof Error ? err.message : String(err);
+  return msg.replace(/^cannot decode message [\w.]+ from JSON: /, "");
+}
+
+function sendError(
+  res: ServerResponse,
+  dialect: ErrorDialect,
+  docsUrl: string,
+  err: unknown,
+  headers: Readonly<Record<string, string>>,
+): void {
+  const wire = toWire(err, dialect, docsUrl);
+  send(res, wire.httpStatus, JSON.stringify(wire.body), "application/json", { ...headers, ...wire.headers });
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string>): void {
+  send(res, status, JSON.stringify(body), "application/json", headers);
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body: string | Buffer,
+  contentType: string | undefined,
+  headers: Readonly<Record<string, string>>,
+): void {
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  if (contentType !== undefined) res.setHeader("content-type", contentType);
+  res.statusCode = status;
+  res.end(body);
+}
