@@ -1,0 +1,137 @@
+import type { Server as HttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Config } from "./config.js";
+import type { Logger } from "./log.js";
+import { Secrets } from "./crypto/secrets.js";
+import { connectRedis, createRedis, Keys, type RedisClient } from "./redis/client.js";
+import { RedisAccountStore } from "./accounts/store.js";
+import { RedisLookupData } from "./lookup/lookup-data.js";
+import { lookupHandlers } from "./lookup/service.js";
+import { LookupServiceService } from "./gen/ringfence/lookup/v1/lookup_service.js";
+import { bindService, type ServiceBinding } from "./rpc/binding.js";
+import { loadContract } from "./rpc/contract.js";
+import { startGrpc } from "./grpc/server.js";
+import { createGateway } from "./gateway/gateway.js";
+import { v1ServiceOptions } from "./v1/deprecation.js";
+
+/** Everything the domains need, built once from the validated config. */
+export interface Registry {
+  config: Config;
+  log: Logger;
+  redis: RedisClient;
+  keys: Keys;
+  secrets: Secrets;
+  accounts: RedisAccountStore;
+  lookupData: RedisLookupData;
+}
+
+export async function openRegistry(config: Config, log: Logger): Promise<Registry> {
+  const redis = createRedis(config);
+  redis.on("error", (err: Error) => {
+    log.warn("redis error", { error: err.message });
+  });
+  await connectRedis(redis);
+  const keys = new Keys(config.REDIS_KEY_PREFIX);
+  const secrets = new Secrets(config.SECRETS_KEY);
+  return {
+    config,
+    log,
+    redis,
+    keys,
+    secrets,
+    accounts: new RedisAccountStore(redis, keys, secrets),
+    lookupData: new RedisLookupData(redis, keys),
+  };
+}
+
+export function services(r: Registry): ServiceBinding[] {
+  return [
+    bindService(
+      LookupServiceService,
+      lookupHandlers({ accounts: r.accounts, secrets: r.secrets, data: r.lookupData }),
+      v1ServiceOptions(r.config, "lookup"),
+    ),
+  ];
+}
+
+export interface RunningApp {
+  grpcPort: number;
+  /** undefined when HTTP_PORT=0 (Envoy in front instead). */
+  httpPort: number | undefined;
+  registry: Registry;
+  /** Stops taking calls, lets in-flight ones finish (up to SHUTDOWN_GRACE_MS), then closes Redis. */
+  stop(): Promise<void>;
+}
+
+export async function startApp(config: Config, log: Logger): Promise<RunningApp> {
+  for (const name of config.devDefaults) {
+    log.warn(`${name} is not set: using an insecure development default. Never run like this in production.`);
+  }
+  const registry = await openRegistry(config, log);
+  const bindings = services(registry);
+  const contract = loadContract();
+  const deps = { log, docsUrl: config.DOCS_URL };
+  const grpc = await startGrpc(bindings, { host: config.HOST, port: config.GRPC_PORT }, { ...deps, descriptor: contract.bytes });
+
+  const { redis } = registry;
+  const ready = async () => redis.status === "ready" && (await redis.ping()) === "PONG";
+  grpc.setServing("SERVING");
+  redis.on("ready", () => {
+    grpc.setServing("SERVING");
+  });
+  redis.on("close", () => {
+    grpc.setServing("NOT_SERVING");
+  });
+
+  let http: HttpServer | undefined;
+  if (config.HTTP_PORT !== 0) {
+    http = createGateway(bindings, { ...deps, maxBodyBytes: config.MAX_BODY_BYTES, contract, ready });
+    const server = http;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(config.HTTP_PORT, config.HOST, () => {
+        resolve();
+      });
+    });
+  }
+  const httpPort = http === undefined ? undefined : (http.address() as AddressInfo).port;
+  log.info("ringfence started", { grpcPort: grpc.port, httpPort, host: config.HOST });
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      grpc.setServing("NOT_SERVING");
+      const drained = Promise.all([
+        new Promise<void>((resolve) => {
+          grpc.server.tryShutdown(() => {
+            resolve();
+          });
+        }),
+        new Promise<void>((resolve) => {
+          if (http === undefined) {
+            resolve();
+            return;
+          }
+          http.close(() => {
+            resolve();
+          });
+          http.closeIdleConnections();
+        }),
+      ]);
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<"late">((resolve) => {
+        timer = setTimeout(() => {
+          resolve("late");
+        }, config.SHUTDOWN_GRACE_MS);
+      });
+      if ((await Promise.race([drained, deadline])) === "late") {
+        log.warn("shutdown grace period over: closing remaining calls");
+        grpc.server.forceShutdown();
+        http?.closeAllConnections();
+      }
+      clearTimeout(timer);
+      await redis.quit().catch(() => undefined);
+      log.info("ringfence stopped");
+    })());
+  return { grpcPort: grpc.port, httpPort, registry, stop };
+}

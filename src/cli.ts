@@ -1,0 +1,188 @@
+#!/usr/bin/env node
+import { readFileSync } from "node:fs";
+import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { z } from "zod";
+import { ConfigError, loadConfig } from "./config.js";
+import { createLogger } from "./log.js";
+import { openRegistry, startApp, type Registry } from "./app.js";
+import { formatMoney, MONEY, NewAccountInput, REGION, UUID, type StoredAccount } from "./accounts/account.js";
+import { ImportError, IMPORT_COLUMNS, parseImport } from "./lookup/lookup-data.js";
+
+/** Bad input: one line on stderr, exit 2. */
+class UsageError extends Error {}
+
+const program = new Command("ringfence")
+  .description("Ringfence: phone verification (V1, deprecated) and session authentication service")
+  .addHelpText("after", "\nEvery setting comes from the environment; see README.md. Commands print JSON on stdout.")
+  .exitOverride()
+  .configureOutput({ outputError: () => undefined });
+
+program
+  .command("serve")
+  .description("run the gRPC server and, unless HTTP_PORT=0, the built-in REST gateway")
+  .action(async () => {
+    const config = loadConfig();
+    const log = createLogger(config.LOG_LEVEL);
+    const app = await startApp(config, log);
+    for (const signal of ["SIGTERM", "SIGINT"] as const) {
+      process.once(signal, () => {
+        log.info(`${signal} received: draining`);
+        void app.stop().then(() => process.exit(0));
+      });
+    }
+  });
+
+const accounts = program.command("accounts").description("manage customer accounts of the V1 phone API");
+
+accounts
+  .command("create")
+  .description("create an account; prints {customer_uuid, api_key, webhook_secret} (the secrets are shown only once)")
+  .requiredOption("--name <name>", "account name")
+  .option("--balance <amount>", "starting balance", money, 0)
+  .option("--spending-limit <amount>", "monthly spending limit", money, 100_000_000)
+  .option("--cnam", "enable caller-name (CNAM) lookups", false)
+  .option("--regions <codes>", "ISO 3166-1 alpha-2 codes the account may reach, comma separated (default: all)", regions, [])
+  .action(async (opts: { name: string; balance: number; spendingLimit: number; cnam: boolean; regions: string[] }) => {
+    const input = parseOrThrow(NewAccountInput, {
+      name: opts.name,
+      balanceMicros: opts.balance,
+      spendingLimitMicros: opts.spendingLimit,
+      features: opts.cnam ? ["cnam"] : [],
+      regions: opts.regions,
+    });
+    await withRegistry(async (r) => {
+      const { account, apiKey, webhookSecret } = await r.accounts.create(input);
+      print({ customer_uuid: account.customerUuid, api_key: apiKey, webhook_secret: webhookSecret });
+    });
+  });
+
+for (const [name, status] of [
+  ["suspend", "suspended"],
+  ["resume", "active"],
+] as const) {
+  accounts
+    .command(`${name} <customer_uuid>`)
+    .description(`${name} an account`)
+    .action(async (uuid: string) => {
+      const id = customerUuid(uuid);
+      await withRegistry(async (r) => {
+        if (!(await r.accounts.setStatus(id, status))) throw new UsageError(`no account ${id}`);
+        print({ customer_uuid: id, status });
+      });
+    });
+}
+
+accounts
+  .command("credit <customer_uuid> <amount>")
+  .description("add money to an account's balance (a negative amount removes it)")
+  .action(async (uuid: string, amount: string) => {
+    const id = customerUuid(uuid);
+    const micros = money(amount);
+    await withRegistry(async (r) => {
+      const balance = await r.accounts.credit(id, micros);
+      if (balance === undefined) throw new UsageError(`no account ${id}`);
+      print({ customer_uuid: id, balance: formatMoney(balance) });
+    });
+  });
+
+accounts
+  .command("show <customer_uuid>")
+  .description("show an account (never its secrets)")
+  .action(async (uuid: string) => {
+    const id = customerUuid(uuid);
+    await withRegistry(async (r) => {
+      const account = await r.accounts.get(id);
+      if (account === undefined) throw new UsageError(`no account ${id}`);
+      print(showAccount(account));
+    });
+  });
+
+program
+  .command("lookup-data")
+  .description("operator data for lookups")
+  .addCommand(
+    new Command("import")
+      .argument("<file>", `CSV file with a header row of: ${IMPORT_COLUMNS.join(", ")}`)
+      .description(
+        "import ported numbers, caller names, disposable-number and line-type overrides; an empty cell changes nothing, and one bad row rejects the file",
+      )
+      .action(async (file: string) => {
+        let text: string;
+        try {
+          text = readFileSync(file, "utf8");
+        } catch (err) {
+          throw new UsageError(`cannot read ${file}: ${err instanceof Error ? err.message : String(err)}`);
+        }
+        const records = parseImport(text);
+        await withRegistry(async (r) => {
+          await r.lookupData.put(records);
+          print({ imported: records.size });
+        });
+      }),
+  );
+
+function money(v: string): number {
+  const r = MONEY.safeParse(v);
+  if (!r.success) throw new InvalidArgumentError(`"${v}" is not an amount such as 10.00`);
+  return r.data;
+}
+
+function regions(v: string): string[] {
+  const codes = v.split(",").map((c) => c.trim().toUpperCase());
+  for (const c of codes) {
+    if (!REGION.safeParse(c).success) throw new InvalidArgumentError(`"${c}" is not an ISO 3166-1 alpha-2 code`);
+  }
+  return codes;
+}
+
+function customerUuid(v: string): string {
+  if (!UUID.safeParse(v).success) throw new UsageError(`"${v}" is not a customer uuid`);
+  return v.toLowerCase();
+}
+
+function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown): T {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  throw new UsageError(`${issue?.path.join(".") ?? "input"} ${issue?.message ?? "is invalid"}`);
+}
+
+function showAccount(a: StoredAccount) {
+  return {
+    customer_uuid: a.customerUuid,
+    name: a.name,
+    status: a.status,
+    balance: formatMoney(a.balanceMicros),
+    spending_limit: formatMoney(a.spendingLimitMicros),
+    features: a.features,
+    regions: a.regions,
+    created_at: a.createdAt,
+  };
+}
+
+async function withRegistry(fn: (r: Registry) => Promise<void>): Promise<void> {
+  const config = loadConfig();
+  const registry = await openRegistry(config, createLogger("warn"));
+  try {
+    await fn(registry);
+  } finally {
+    await registry.redis.quit().catch(() => undefined);
+  }
+}
+
+function print(value: unknown): void {
+  process.stdout.write(JSON.stringify(value) + "\n");
+}
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) {
+    if (err.exitCode === 0) process.exit(0);
+    process.stderr.write(`ringfence: ${err.message.replace(/^error: /, "")}\n`);
+    process.exit(2);
+  }
+  const usage = err instanceof UsageError || err instanceof ConfigError || err instanceof ImportError;
+  process.stderr.write(`ringfence: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(usage ? 2 : 1);
+}

@@ -1,0 +1,25 @@
+import { RingfenceError } from "../errors.js";
+
+/** 1 November 2025 00:00:00 UTC, the end of support, as an RFC 9745 Deprecation date. */
+export const V1_DEPRECATION = "@1761955200";
+/** Removal planned by April 2026 (RFC 8594). */
+export const V1_SUNSET = "Wed, 01 Apr 2026 00:00:00 GMT";
+
+export type V1Successor = "lookup" | "verify";
+
+/** How every V1 service answers: V1 error bodies, deprecation headers, and 410 once switched off. */
+export function v1ServiceOptions(config: { DOCS_URL: string; V1_AFTER_SUNSET: "serve" | "gone" }, successor: V1Successor) {
+  return {
+    dialect: "v1" as const,
+    headers: {
+      deprecation: V1_DEPRECATION,
+      sunset: V1_SUNSET,
+      link: `<${config.DOCS_URL}/v2/${successor}>; rel="successor-version"`,
+    },
+    guard: () => {
+      if (config.V1_AFTER_SUNSET === "gone") {
+        throw new RingfenceError("gone", `the V1 API was removed; use the V2 ${successor} API`);
+      }
+    },
+  };
+}

@@ -1,0 +1,131 @@
+import { expect } from "chai";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { cliEnv, runCli, startTestApp, type TestApp } from "./support/app.js";
+
+describe("ringfence CLI", () => {
+  let app: TestApp;
+  let env: Record<string, string>;
+  const dir = mkdtempSync(join(tmpdir(), "ringfence-cli-"));
+
+  before(async () => {
+    app = await startTestApp();
+    env = cliEnv(app.config);
+  });
+  after(async () => {
+    await app.stop();
+  });
+
+  async function ok(args: string[]): Promise<Record<string, unknown>> {
+    const r = await runCli(args, env);
+    expect(r.stderr, r.stderr).to.equal("");
+    expect(r.code).to.equal(0);
+    return JSON.parse(r.stdout) as Record<string, unknown>;
+  }
+
+  async function usage(args: string[], mentions: string) {
+    const r = await runCli(args, env);
+    expect(r.code, r.stderr).to.equal(2);
+    expect(r.stdout).to.equal("");
+    expect(r.stderr.trim().split("\n")).to.have.length(1);
+    expect(r.stderr).to.include(mentions);
+  }
+
+  it("creates an account whose key looks up +33612345678 over REST (the README walk-through)", async () => {
+    const created = await ok(["accounts", "create", "--name", "Acme", "--balance", "10.00", "--regions", "FR,US"]);
+    expect(Object.keys(created).sort()).to.deep.equal(["api_key", "customer_uuid", "webhook_secret"]);
+    const res = await fetch(`${app.baseUrl}/v1/lookup/+33612345678`, {
+      headers: { "customer-uuid": String(created.customer_uuid), "x-api-key": String(created.api_key) },
+    });
+    expect(res.status).to.equal(200);
+    expect(await res.json()).to.include({ country_code: "FR", line_type: "Mobile", mcc: "208" });
+  });
+
+  it("shows an account without its secrets, and never stores them in clear", async () => {
+    const created = await ok(["accounts", "create", "--name", "Shown", "--spending-limit", "50", "--cnam"]);
+    const shown = await ok(["accounts", "show", String(created.customer_uuid)]);
+    expect(shown).to.deep.include({
+      customer_uuid: created.customer_uuid,
+      name: "Shown",
+      status: "active",
+      balance: "0.00",
+      spending_limit: "50.00",
+      features: ["cnam"],
+      regions: [],
+    });
+    const text = JSON.stringify(shown);
+    expect(text).not.to.include(String(created.api_key));
+    const stored = await app.registry.redis.hgetall(app.registry.keys.key("acct", String(created.customer_uuid)));
+    const all = JSON.stringify(stored);
+    expect(all).not.to.include(String(created.api_key));
+    expect(all).not.to.include(String(created.webhook_secret));
+  });
+
+  it("suspends, resumes and credits an account", async () => {
+    const { customer_uuid: id } = await ok(["accounts", "create", "--name", "Life", "--balance", "1.5"]);
+    expect(await ok(["accounts", "suspend", String(id)])).to.deep.equal({ customer_uuid: id, status: "suspended" });
+    expect(await ok(["accounts", "show", String(id)])).to.include({ status: "suspended" });
+    expect(await ok(["accounts", "resume", String(id)])).to.deep.equal({ customer_uuid: id, status: "active" });
+    expect(await ok(["accounts", "credit", String(id), "2.25"])).to.deep.equal({ customer_uuid: id, balance: "3.75" });
+    expect(await ok(["accounts", "credit", String(id), "-4"])).to.deep.equal({ customer_uuid: id, balance: "-0.25" });
+  });
+
+  it("refuses bad input with exit 2 and one line naming the problem, changing nothing", async () => {
+    const before = await app.registry.redis.dbsize();
+    await usage(["accounts", "create"], "--name");
+    await usage(["accounts", "create", "--name", "X", "--balance", "ten"], "ten");
+    await usage(["accounts", "create", "--name", "X", "--regions", "FRA"], "FRA");
+    await usage(["accounts", "create", "--name", "  "], "name");
+    await usage(["accounts", "suspend", "not-a-uuid"], "not-a-uuid");
+    await usage(["accounts", "show", "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10"], "no account");
+    await usage(["accounts", "credit", "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10", "1"], "no account");
+    await usage(["nonsense"], "nonsense");
+    expect(await app.registry.redis.dbsize()).to.equal(before);
+  });
+
+  it("stops with one line naming the variable when the configuration is bad", async () => {
+    const r = await runCli(["accounts", "show", "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10"], { ...env, REDIS_URL: "http://nope" });
+    expect(r.code).to.equal(2);
+    expect(r.stderr.trim().split("\n")).to.have.length(1);
+    expect(r.stderr).to.include("REDIS_URL");
+  });
+
+  it("prints help for every command", async () => {
+    const r = await runCli(["--help"], env);
+    expect(r.code).to.equal(0);
+    for (const word of ["serve", "accounts", "lookup-data"]) expect(r.stdout).to.include(word);
+    const sub = await runCli(["accounts", "create", "--help"], env);
+    expect(sub.stdout).to.include("--spending-limit");
+  });
+
+  it("imports lookup data that lookups then return", async () => {
+    const created = await ok(["accounts", "create", "--name", "Cnam", "--cnam"]);
+    const file = join(dir, "numbers.csv");
+    writeFileSync(
+      file,
+      "phone_number,number_ported,caller_name,temporary_phone_number,line_type\n" +
+        "+33612345679,true,Paul Durand,,\n" +
+        "+33612345680,,,true,PayPhone\n",
+    );
+    expect(await ok(["lookup-data", "import", file])).to.deep.equal({ imported: 2 });
+    const headers = { "customer-uuid": String(created.customer_uuid), "x-api-key": String(created.api_key) };
+    const a = await fetch(`${app.baseUrl}/v1/lookup/+33612345679?type=cnam`, { headers });
+    expect(await a.json()).to.include({ number_ported: true, caller_name: "Paul Durand", temporary_phone_number: false });
+    const b = await fetch(`${app.baseUrl}/v1/lookup/+33612345680`, { headers });
+    expect(await b.json()).to.include({ number_ported: false, temporary_phone_number: true, line_type: "PayPhone" });
+  });
+
+  it("rejects a whole import file for one bad row, naming its line, and writes nothing", async () => {
+    const file = join(dir, "bad.csv");
+    writeFileSync(file, "phone_number,caller_name\n+33612345681,Good Row\n+1555,Bad Row\n");
+    await usage(["lookup-data", "import", file], "line 3");
+    const stored = await app.registry.lookupData.get("+33612345681");
+    expect(stored).to.equal(undefined);
+    writeFileSync(file, "phone_number,colour\n+33612345681,blue\n");
+    await usage(["lookup-data", "import", file], "colour");
+    writeFileSync(file, "phone_number,line_type\n+33612345681,Cellular\n");
+    await usage(["lookup-data", "import", file], "line_type");
+    await usage(["lookup-data", "import", join(dir, "missing.csv")], "missing.csv");
+  });
+});

@@ -1,0 +1,110 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { credentials, Metadata, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import { loadConfig, type Config } from "../../src/config.js";
+import { silentLogger } from "../../src/log.js";
+import { startApp, type RunningApp } from "../../src/app.js";
+import { freePort } from "./redis.js";
+import { testRedisUrl } from "./hooks.js";
+
+export const TEST_SECRETS_KEY = randomBytes(32).toString("base64");
+
+export function testConfig(env: Record<string, string> = {}): Config {
+  return loadConfig({
+    NODE_ENV: "test",
+    HOST: "127.0.0.1",
+    REDIS_URL: testRedisUrl(),
+    SECRETS_KEY: TEST_SECRETS_KEY,
+    REDIS_KEY_PREFIX: `t${randomBytes(4).toString("hex")}:`,
+    ...env,
+  });
+}
+
+export interface TestApp extends RunningApp {
+  baseUrl: string;
+  grpcAddress: string;
+  config: Config;
+}
+
+/** The whole service in-process, on free ports, against the run's Redis, with its own key prefix. */
+export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+  const config = testConfig({
+    GRPC_PORT: String(await freePort()),
+    HTTP_PORT: String(await freePort()),
+    ...env,
+  });
+  const app = await startApp(config, silentLogger);
+  return {
+    ...app,
+    config,
+    baseUrl: process.env.GATEWAY_URL ?? `http://127.0.0.1:${app.httpPort ?? 0}`,
+    grpcAddress: `127.0.0.1:${app.grpcPort}`,
+  };
+}
+
+export const insecure = credentials.createInsecure();
+
+export function metadata(entries: Record<string, string>): Metadata {
+  const md = new Metadata();
+  for (const [k, v] of Object.entries(entries)) md.set(k, v);
+  return md;
+}
+
+/** Calls a unary method of a generated grpc-js client; resolves with the error or the answer and headers. */
+export function unary<Req, Res>(
+  fn: (
+    req: Req,
+    md: Metadata,
+    options: Partial<CallOptions>,
+    cb: (err: ServiceError | null, res: Res) => void,
+  ) => ClientUnaryCall,
+  req: Req,
+  md: Metadata = new Metadata(),
+): Promise<{ err: ServiceError | null; res: Res | undefined; headers: Metadata | undefined }> {
+  return new Promise((resolve) => {
+    let headers: Metadata | undefined;
+    const call = fn(req, md, {}, (err, res) => {
+      resolve({ err, res: err === null ? res : undefined, headers });
+    });
+    call.on("metadata", (m: Metadata) => {
+      headers = m;
+    });
+  });
+}
+
+const CLI = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `ringfence` CLI in a child process with the given environment. */
+export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], {
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** The environment the CLI needs to reach the same data as a TestApp. */
+export function cliEnv(config: Config): Record<string, string> {
+  return {
+    NODE_ENV: "test",
+    REDIS_URL: config.REDIS_URL,
+    REDIS_KEY_PREFIX: config.REDIS_KEY_PREFIX,
+    SECRETS_KEY: config.SECRETS_KEY.toString("base64"),
+  };
+}
