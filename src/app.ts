@@ -7,6 +7,7 @@ import { connectRedis, createRedis, Keys, type RedisClient } from "./redis/clien
 import { RedisAccountStore } from "./accounts/store.js";
 import { RedisLookupData } from "./lookup/lookup-data.js";
 import { lookupHandlers } from "./lookup/service.js";
+import { preloadNumberData } from "./lookup/numbers.js";
 import { LookupServiceService } from "./gen/ringfence/lookup/v1/lookup_service.js";
 import { bindService, type ServiceBinding } from "./rpc/binding.js";
 import { loadContract } from "./rpc/contract.js";
@@ -68,13 +69,23 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     log.warn(`${name} is not set: using an insecure development default. Never run like this in production.`);
   }
   const registry = await openRegistry(config, log);
+  // Build the static number indexes now rather than on the first caller's lookup.
+  await preloadNumberData();
   const bindings = services(registry);
   const contract = loadContract();
   const deps = { log, docsUrl: config.DOCS_URL };
-  const grpc = await startGrpc(bindings, { host: config.HOST, port: config.GRPC_PORT }, { ...deps, descriptor: contract.bytes });
+  const grpc = await startGrpc(
+    bindings,
+    { host: config.HOST, port: config.GRPC_PORT },
+    { ...deps, descriptor: contract.bytes },
+  );
 
   const { redis } = registry;
-  const ready = async () => redis.status === "ready" && (await redis.ping()) === "PONG";
+  const ready = async () => {
+    if (redis.status !== "ready") return false;
+    await redis.ping();
+    return true;
+  };
   grpc.setServing("SERVING");
   redis.on("ready", () => {
     grpc.setServing("SERVING");
