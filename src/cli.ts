@@ -13,7 +13,10 @@ class UsageError extends Error {}
 
 const program = new Command("ringfence")
   .description("Ringfence: phone verification (V1, deprecated) and session authentication service")
-  .addHelpText("after", "\nEvery setting comes from the environment; see README.md. Commands print JSON on stdout.")
+  .addHelpText(
+    "after",
+    "\nEvery setting comes from the environment; see README.md. Commands print JSON on stdout.",
+  )
   .exitOverride()
   .configureOutput({ outputError: () => undefined });
 
@@ -36,25 +39,40 @@ const accounts = program.command("accounts").description("manage customer accoun
 
 accounts
   .command("create")
-  .description("create an account; prints {customer_uuid, api_key, webhook_secret} (the secrets are shown only once)")
+  .description(
+    "create an account; prints {customer_uuid, api_key, webhook_secret} (the secrets are shown only once)",
+  )
   .requiredOption("--name <name>", "account name")
   .option("--balance <amount>", "starting balance", money, 0)
   .option("--spending-limit <amount>", "monthly spending limit", money, 100_000_000)
   .option("--cnam", "enable caller-name (CNAM) lookups", false)
-  .option("--regions <codes>", "ISO 3166-1 alpha-2 codes the account may reach, comma separated (default: all)", regions, [])
-  .action(async (opts: { name: string; balance: number; spendingLimit: number; cnam: boolean; regions: string[] }) => {
-    const input = parseOrThrow(NewAccountInput, {
-      name: opts.name,
-      balanceMicros: opts.balance,
-      spendingLimitMicros: opts.spendingLimit,
-      features: opts.cnam ? ["cnam"] : [],
-      regions: opts.regions,
-    });
-    await withRegistry(async (r) => {
-      const { account, apiKey, webhookSecret } = await r.accounts.create(input);
-      print({ customer_uuid: account.customerUuid, api_key: apiKey, webhook_secret: webhookSecret });
-    });
-  });
+  .option(
+    "--regions <codes>",
+    "ISO 3166-1 alpha-2 codes the account may reach, comma separated (default: all)",
+    regions,
+    [],
+  )
+  .action(
+    async (opts: {
+      name: string;
+      balance: number;
+      spendingLimit: number;
+      cnam: boolean;
+      regions: string[];
+    }) => {
+      const input = parseOrThrow(NewAccountInput, {
+        name: opts.name,
+        balanceMicros: opts.balance,
+        spendingLimitMicros: opts.spendingLimit,
+        features: opts.cnam ? ["cnam"] : [],
+        regions: opts.regions,
+      });
+      await withRegistry(async (r) => {
+        const { account, apiKey, webhookSecret } = await r.accounts.create(input);
+        print({ customer_uuid: account.customerUuid, api_key: apiKey, webhook_secret: webhookSecret });
+      });
+    },
+  );
 
 for (const [name, status] of [
   ["suspend", "suspended"],
@@ -130,7 +148,8 @@ function money(v: string): number {
 function regions(v: string): string[] {
   const codes = v.split(",").map((c) => c.trim().toUpperCase());
   for (const c of codes) {
-    if (!REGION.safeParse(c).success) throw new InvalidArgumentError(`"${c}" is not an ISO 3166-1 alpha-2 code`);
+    if (!REGION.safeParse(c).success)
+      throw new InvalidArgumentError(`"${c}" is not an ISO 3166-1 alpha-2 code`);
   }
   return codes;
 }

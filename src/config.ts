@@ -2,13 +2,16 @@ import { z } from "zod";
 
 const port = z.coerce.number().int().min(0).max(65535);
 const url = (protocols: readonly string[]) =>
-  z.string().refine((v) => {
-    try {
-      return protocols.includes(new URL(v).protocol);
-    } catch {
-      return false;
-    }
-  }, `must be a URL (${protocols.join(" or ")})`);
+  z.string().refine(
+    (v) => {
+      try {
+        return protocols.includes(new URL(v).protocol);
+      } catch {
+        return false;
+      }
+    },
+    `must be a URL (${protocols.join(" or ")})`,
+  );
 
 const DEV_SECRETS_KEY = Buffer.alloc(32, "ringfence-development-only-key!!").toString("base64");
 
@@ -58,7 +61,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? "environment");
-    throw new ConfigError(`invalid ${name}: ${issue?.message ?? "bad value"} (got ${JSON.stringify(env[name])})`);
+    throw new ConfigError(
+      `invalid ${name}: ${issue?.message ?? "bad value"} (got ${JSON.stringify(env[name])})`,
+    );
   }
   const { SECRETS_KEY, ...rest } = parsed.data;
   const devDefaults = SECRETS_KEY === undefined ? ["SECRETS_KEY"] : [];
@@ -69,5 +74,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 }
 
 function emptyAsUnset(env: NodeJS.ProcessEnv): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ""));
+  return Object.fromEntries(
+    Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ""),
+  );
 }

@@ -9,12 +9,17 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
-export function createLogger(level: LogLevel, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
+export function createLogger(
+  level: LogLevel,
+  write: (line: string) => void = (l) => process.stderr.write(l),
+): Logger {
   const min = LEVELS[level];
-  const emit = (lvl: LogLevel) => (msg: string, fields: Record<string, unknown> = {}) => {
-    if (LEVELS[lvl] < min) return;
-    write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...fields }) + "\n");
-  };
+  const emit =
+    (lvl: LogLevel) =>
+    (msg: string, fields: Record<string, unknown> = {}) => {
+      if (LEVELS[lvl] < min) return;
+      write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...fields }) + "\n");
+    };
   return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
 }
 

@@ -43,7 +43,9 @@ export function formatMoney(micros: number): string {
   const sign = micros < 0 ? "-" : "";
   const abs = Math.abs(micros);
   const whole = Math.floor(abs / 1_000_000);
-  const frac = String(abs % 1_000_000).padStart(6, "0").replace(/0{1,4}$/, "");
+  const frac = String(abs % 1_000_000)
+    .padStart(6, "0")
+    .replace(/0{1,4}$/, "");
   return `${sign}${whole}.${frac.padEnd(2, "0")}`;
 }
 

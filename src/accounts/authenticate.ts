@@ -21,7 +21,9 @@ export async function authenticateCustomer(
   if (customerUuid === undefined || customerUuid === "") {
     throw new RingfenceError("account_invalid", "the customer uuid is required");
   }
-  const account = UUID.safeParse(customerUuid).success ? await store.get(customerUuid.toLowerCase()) : undefined;
+  const account = UUID.safeParse(customerUuid).success
+    ? await store.get(customerUuid.toLowerCase())
+    : undefined;
   if (account === undefined || !secrets.matches(API_KEY_PURPOSE, apiKey, account.apiKeyHash)) {
     throw new RingfenceError("account_invalid", "unknown customer, or the API key is not this customer's");
   }

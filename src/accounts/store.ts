@@ -1,7 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { Keys, LuaScript, type RedisClient } from "../redis/client.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
-import { ACCOUNT_FEATURES, type AccountFeature, type AccountStatus, type NewAccountInput, type StoredAccount } from "./account.js";
+import {
+  ACCOUNT_FEATURES,
+  type AccountFeature,
+  type AccountStatus,
+  type NewAccountInput,
+  type StoredAccount,
+} from "./account.js";
 
 export interface CreatedAccount {
   account: StoredAccount;
@@ -72,7 +78,9 @@ export class RedisAccountStore implements AccountStore {
       status: h.status === "suspended" ? "suspended" : "active",
       balanceMicros: Number(h.balance_micros ?? "0"),
       spendingLimitMicros: Number(h.spending_limit_micros ?? "0"),
-      features: list(h.features).filter((f): f is AccountFeature => (ACCOUNT_FEATURES as readonly string[]).includes(f)),
+      features: list(h.features).filter((f): f is AccountFeature =>
+        (ACCOUNT_FEATURES as readonly string[]).includes(f),
+      ),
       regions: list(h.regions),
       createdAt: h.created_at ?? "",
       apiKeyHash: h.api_key_hash,

@@ -31,7 +31,12 @@ export class Secrets {
     const iv = randomBytes(12);
     const cipher = createCipheriv("aes-256-gcm", this.encKey, iv);
     const data = Buffer.concat([cipher.update(plain, "utf8"), cipher.final()]);
-    return ["v1", iv.toString("base64url"), data.toString("base64url"), cipher.getAuthTag().toString("base64url")].join(".");
+    return [
+      "v1",
+      iv.toString("base64url"),
+      data.toString("base64url"),
+      cipher.getAuthTag().toString("base64url"),
+    ].join(".");
   }
 
   decrypt(sealed: string): string {
@@ -41,7 +46,9 @@ export class Secrets {
     }
     const decipher = createDecipheriv("aes-256-gcm", this.encKey, Buffer.from(iv, "base64url"));
     decipher.setAuthTag(Buffer.from(tag, "base64url"));
-    return Buffer.concat([decipher.update(Buffer.from(data, "base64url")), decipher.final()]).toString("utf8");
+    return Buffer.concat([decipher.update(Buffer.from(data, "base64url")), decipher.final()]).toString(
+      "utf8",
+    );
   }
 }
 

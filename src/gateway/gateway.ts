@@ -1,6 +1,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { MethodDefinition } from "@grpc/grpc-js";
-import { fromBinary, fromJson, ScalarType, toBinary, toJson, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import {
+  fromBinary,
+  fromJson,
+  ScalarType,
+  toBinary,
+  toJson,
+  type DescField,
+  type DescMessage,
+  type JsonValue,
+} from "@bufbuild/protobuf";
 import { RingfenceError, toWire, type ErrorDialect } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Contract } from "../rpc/contract.js";
@@ -54,7 +63,8 @@ export function buildRoutes(bindings: readonly ServiceBinding[], contract: Contr
   for (const binding of bindings) {
     for (const [method, definition] of Object.entries(binding.definition)) {
       const rpc = contract.methods.get(definition.path);
-      if (rpc === undefined) throw new Error(`${definition.path} is not in the descriptor: run npm run generate`);
+      if (rpc === undefined)
+        throw new Error(`${definition.path} is not in the descriptor: run npm run generate`);
       for (const http of rpc.http) {
         routes.push({
           verb: http.verb,
@@ -111,7 +121,13 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
   if (route === undefined && badEncoding !== undefined) {
     const { binding } = badEncoding.route;
     req.resume();
-    sendError(res, binding.dialect, deps.docsUrl, new RingfenceError("bad_request", badEncoding.message), binding.headers);
+    sendError(
+      res,
+      binding.dialect,
+      deps.docsUrl,
+      new RingfenceError("bad_request", badEncoding.message),
+      binding.headers,
+    );
     return;
   }
   if (route === undefined || vars === undefined) {
@@ -155,7 +171,13 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
   const message = fromBinary(route.output, bytes);
   if (route.output.typeName === HTTP_BODY_TYPE) {
     const raw = toJson(route.output, message) as { contentType?: string; data?: string };
-    send(res, code, Buffer.from(raw.data ?? "", "base64"), raw.contentType ?? "application/octet-stream", headers);
+    send(
+      res,
+      code,
+      Buffer.from(raw.data ?? "", "base64"),
+      raw.contentType ?? "application/octet-stream",
+      headers,
+    );
     return;
   }
   let json = toJson(route.output, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
@@ -180,7 +202,7 @@ function requestJson(
   } else if (route.body !== "") {
     const field = route.input.fields.find((f) => f.name === route.body);
     const value = bodyValue(field?.message, body, contentType);
-    if (value !== undefined) json[route.body] = value;
+    json[route.body] = value;
   }
   for (const [path, value] of vars) setPath(json, route.input, path, [value], true);
   if (route.body !== "*") {
@@ -225,15 +247,19 @@ function setPath(
   fromPath: boolean,
 ): void {
   const names = path.split(".");
-  let desc: DescMessage | undefined = input;
+  let desc: DescMessage = input;
   let target = json;
   for (const [i, name] of names.entries()) {
-    const field: DescField | undefined = desc?.fields.find((f) => f.name === name || f.jsonName === name);
+    const field: DescField | undefined = desc.fields.find((f) => f.name === name || f.jsonName === name);
     if (field === undefined) {
-      throw new RingfenceError("bad_request", `unknown ${fromPath ? "path variable" : "query parameter"}: ${path}`);
+      throw new RingfenceError(
+        "bad_request",
+        `unknown ${fromPath ? "path variable" : "query parameter"}: ${path}`,
+      );
     }
     if (i < names.length - 1) {
-      if (field.fieldKind !== "message") throw new RingfenceError("bad_request", `${path} is not a nested field`);
+      if (field.fieldKind !== "message")
+        throw new RingfenceError("bad_request", `${path} is not a nested field`);
       const next = target[field.name];
       const child: Record<string, JsonValue> =
         next !== null && typeof next === "object" && !Array.isArray(next) ? next : {};
@@ -250,7 +276,9 @@ function setPath(
     if (scalar === undefined && !enumLike) {
       throw new RingfenceError("bad_request", `${path} cannot be set from the URL`);
     }
-    const typed = values.map((v) => (scalar === ScalarType.BOOL && (v === "true" || v === "false") ? v === "true" : v));
+    const typed = values.map((v) =>
+      scalar === ScalarType.BOOL && (v === "true" || v === "false") ? v === "true" : v,
+    );
     if (field.fieldKind === "list") target[field.name] = typed;
     else if (typed.length > 1) throw new RingfenceError("bad_request", `${path} may be given only once`);
     else target[field.name] = typed[0] ?? null;

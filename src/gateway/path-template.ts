@@ -94,7 +94,10 @@ export function matchTemplate(tpl: PathTemplate, rawPath: string): Map<string, s
     const end = spans[v.to] ?? parts.length;
     const raw = parts.slice(start, end);
     const single = v.to - v.from === 1 && tpl.segments[v.from]?.kind === "any";
-    vars.set(v.field, single ? unescape(raw.join("/")) : raw.map((p) => unescape(p).replace(/\//g, "%2F")).join("/"));
+    vars.set(
+      v.field,
+      single ? unescape(raw.join("/")) : raw.map((p) => unescape(p).replace(/\//g, "%2F")).join("/"),
+    );
   }
   return vars;
 }

@@ -44,10 +44,14 @@ export async function startGrpc(
   new ReflectionService(described, { services: reflected }).addToServer(server);
 
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${hostForUri(listen.host)}:${listen.port}`, ServerCredentials.createInsecure(), (err, p) => {
-      if (err) reject(err);
-      else resolve(p);
-    });
+    server.bindAsync(
+      `${hostForUri(listen.host)}:${listen.port}`,
+      ServerCredentials.createInsecure(),
+      (err, p) => {
+        if (err) reject(err);
+        else resolve(p);
+      },
+    );
   });
   return {
     server,
@@ -95,7 +99,10 @@ function toMetadata(headers: Record<string, string>): Metadata {
 
 /** grpc-js drops metadata values with non-printable characters, so the body is kept to ASCII. */
 export function asciiJson(value: unknown): string {
-  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return JSON.stringify(value).replace(
+    /[\u007f-\uffff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
 }
 
 function hostForUri(host: string): string {

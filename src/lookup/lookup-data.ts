@@ -34,25 +34,30 @@ export class RedisLookupData implements LookupDataSource {
     const record: NumberRecord = {};
     if (h.number_ported !== undefined) record.numberPorted = h.number_ported === "1";
     if (h.caller_name !== undefined) record.callerName = h.caller_name;
-    if (h.temporary_phone_number !== undefined) record.temporaryPhoneNumber = h.temporary_phone_number === "1";
+    if (h.temporary_phone_number !== undefined)
+      record.temporaryPhoneNumber = h.temporary_phone_number === "1";
     if (h.line_type !== undefined && isLineType(h.line_type)) record.lineType = h.line_type;
     return record;
   }
 
-  /** Writes validated records; each number's fields are merged into what it had. */
+  /**
+   * Writes validated records; each number's fields are merged into what it had. One key per
+   * number spreads over Cluster slots, so writes go out in bounded concurrent batches.
+   */
   async put(records: ReadonlyMap<string, NumberRecord>): Promise<void> {
-    const pipeline = this.redis.pipeline();
+    const writes: [string, Record<string, string>][] = [];
     for (const [e164, r] of records) {
       const fields: Record<string, string> = {};
       if (r.numberPorted !== undefined) fields.number_ported = r.numberPorted ? "1" : "0";
       if (r.callerName !== undefined) fields.caller_name = r.callerName;
-      if (r.temporaryPhoneNumber !== undefined) fields.temporary_phone_number = r.temporaryPhoneNumber ? "1" : "0";
+      if (r.temporaryPhoneNumber !== undefined)
+        fields.temporary_phone_number = r.temporaryPhoneNumber ? "1" : "0";
       if (r.lineType !== undefined) fields.line_type = r.lineType;
-      if (Object.keys(fields).length > 0) pipeline.hset(this.key(e164), fields);
+      if (Object.keys(fields).length > 0) writes.push([this.key(e164), fields]);
     }
-    const results = (await pipeline.exec()) ?? [];
-    const failed = results.find(([err]) => err !== null);
-    if (failed?.[0]) throw failed[0];
+    for (let i = 0; i < writes.length; i += 500) {
+      await Promise.all(writes.slice(i, i + 500).map(([key, fields]) => this.redis.hset(key, fields)));
+    }
   }
 }
 
@@ -91,14 +96,20 @@ export class ImportError extends Error {
 export function parseImport(csv: string): Map<string, NumberRecord> {
   let rows: Record<string, string>[];
   try {
-    rows = parse(csv, { columns: true, skip_empty_lines: true, trim: true, bom: true }) as Record<string, string>[];
+    rows = parse<Record<string, string>>(csv, {
+      columns: true,
+      skip_empty_lines: true,
+      trim: true,
+      bom: true,
+    });
   } catch (err) {
     throw new ImportError(`not a CSV file: ${err instanceof Error ? err.message : String(err)}`);
   }
   const first = rows[0];
   if (first === undefined) throw new ImportError("the file has no rows");
   const unknown = Object.keys(first).filter((c) => !(IMPORT_COLUMNS as readonly string[]).includes(c));
-  if (unknown.length > 0) throw new ImportError(`unknown column ${unknown.join(", ")}; allowed: ${IMPORT_COLUMNS.join(", ")}`);
+  if (unknown.length > 0)
+    throw new ImportError(`unknown column ${unknown.join(", ")}; allowed: ${IMPORT_COLUMNS.join(", ")}`);
   if (!("phone_number" in first)) throw new ImportError("the phone_number column is required");
 
   const records = new Map<string, NumberRecord>();
@@ -107,14 +118,18 @@ export function parseImport(csv: string): Map<string, NumberRecord> {
     const row = Row.safeParse(raw);
     if (!row.success) {
       const issue = row.error.issues[0];
-      throw new ImportError(`line ${line}: ${issue?.path.join(".") ?? "row"} ${issue?.message ?? "is invalid"}`);
+      throw new ImportError(
+        `line ${line}: ${issue?.path.join(".") ?? "row"} ${issue?.message ?? "is invalid"}`,
+      );
     }
     const parsed = parseE164(row.data.phone_number);
     if (parsed === undefined) throw new ImportError(`line ${line}: phone_number is not a valid E.164 number`);
     const r: NumberRecord = { ...records.get(parsed.e164) };
     if (row.data.number_ported !== undefined) r.numberPorted = row.data.number_ported;
-    if (row.data.caller_name !== undefined && row.data.caller_name !== "") r.callerName = row.data.caller_name;
-    if (row.data.temporary_phone_number !== undefined) r.temporaryPhoneNumber = row.data.temporary_phone_number;
+    if (row.data.caller_name !== undefined && row.data.caller_name !== "")
+      r.callerName = row.data.caller_name;
+    if (row.data.temporary_phone_number !== undefined)
+      r.temporaryPhoneNumber = row.data.temporary_phone_number;
     if (row.data.line_type !== undefined && isLineType(row.data.line_type)) r.lineType = row.data.line_type;
     records.set(parsed.e164, r);
   });

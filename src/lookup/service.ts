@@ -19,15 +19,26 @@ export interface LookupDeps {
 export function lookupHandlers(deps: LookupDeps): Handlers<typeof LookupServiceService> {
   return {
     async lookupPhoneNumber(req, ctx) {
-      const account = await authenticateCustomer(deps.accounts, deps.secrets, ctx.header("customer-uuid"), ctx);
+      const account = await authenticateCustomer(
+        deps.accounts,
+        deps.secrets,
+        ctx.header("customer-uuid"),
+        ctx,
+      );
 
       const unknownType = req.type.find((t) => !(LOOKUP_TYPES as readonly string[]).includes(t));
       if (unknownType !== undefined) {
-        throw new RingfenceError("bad_request", `type: unknown value "${unknownType}"; allowed: ${LOOKUP_TYPES.join(", ")}`);
+        throw new RingfenceError(
+          "bad_request",
+          `type: unknown value "${unknownType}"; allowed: ${LOOKUP_TYPES.join(", ")}`,
+        );
       }
       const number = parseE164(req.phoneNumber);
       if (number === undefined) {
-        throw new RingfenceError("invalid_phone_number", `"${req.phoneNumber}" is not a valid E.164 phone number`);
+        throw new RingfenceError(
+          "invalid_phone_number",
+          `"${req.phoneNumber}" is not a valid E.164 phone number`,
+        );
       }
       if (account.regions.length > 0 && !account.regions.includes(number.countryCode)) {
         throw new RingfenceError(

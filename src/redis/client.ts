@@ -34,7 +34,9 @@ export async function connectRedis(redis: RedisClient): Promise<void> {
     await redis.ping();
   } catch (err) {
     redis.disconnect();
-    throw new Error(`Redis is not reachable: ${err instanceof Error ? err.message : String(err)}`);
+    throw new Error(`Redis is not reachable: ${err instanceof Error ? err.message : String(err)}`, {
+      cause: err,
+    });
   }
 }
 
@@ -55,7 +57,11 @@ export class LuaScript {
     return new LuaScript(url.pathname.split("/").pop() ?? "script", readFileSync(url, "utf8"));
   }
 
-  async run(redis: RedisClient, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+  async run(
+    redis: RedisClient,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<unknown> {
     try {
       return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
     } catch (err) {

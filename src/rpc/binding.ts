@@ -43,7 +43,7 @@ export function bindService<S extends ServiceDefinition>(
     dialect: options.dialect,
     headers: options.headers ?? {},
     guard: options.guard ?? (() => undefined),
-    handlers: handlers as unknown as Record<string, UnaryHandler<unknown, unknown>>,
+    handlers,
   };
 }
 

@@ -52,7 +52,8 @@ export function loadContract(bytes: Buffer = readFileSync(DESCRIPTOR_PATH)): Con
   const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, bytes));
   const httpExt = registry.getExtension("google.api.http");
   const httpRule = registry.getMessage("google.api.HttpRule");
-  if (httpExt === undefined || httpRule === undefined) throw new Error("descriptor lacks google/api/http.proto");
+  if (httpExt === undefined || httpRule === undefined)
+    throw new Error("descriptor lacks google/api/http.proto");
 
   const methods = new Map<string, RpcMethod>();
   for (const file of registry.files) {
@@ -81,6 +82,7 @@ function toBinding(rule: HttpRuleJson, method: string): HttpBinding {
   const found = verbs.find((v) => rule[v] !== undefined);
   const verb = found?.toUpperCase() ?? rule.custom?.kind?.toUpperCase();
   const pattern = found !== undefined ? rule[found] : rule.custom?.path;
-  if (verb === undefined || pattern === undefined) throw new Error(`${method}: google.api.http without a pattern`);
+  if (verb === undefined || pattern === undefined)
+    throw new Error(`${method}: google.api.http without a pattern`);
   return { verb, pattern, body: rule.body ?? "", responseBody: rule.responseBody ?? "" };
 }

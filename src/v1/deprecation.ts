@@ -8,7 +8,10 @@ export const V1_SUNSET = "Wed, 01 Apr 2026 00:00:00 GMT";
 export type V1Successor = "lookup" | "verify";
 
 /** How every V1 service answers: V1 error bodies, deprecation headers, and 410 once switched off. */
-export function v1ServiceOptions(config: { DOCS_URL: string; V1_AFTER_SUNSET: "serve" | "gone" }, successor: V1Successor) {
+export function v1ServiceOptions(
+  config: { DOCS_URL: string; V1_AFTER_SUNSET: "serve" | "gone" },
+  successor: V1Successor,
+) {
   return {
     dialect: "v1" as const,
     headers: {

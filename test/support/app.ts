@@ -1,7 +1,13 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import { credentials, Metadata, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import {
+  credentials,
+  Metadata,
+  type CallOptions,
+  type ClientUnaryCall,
+  type ServiceError,
+} from "@grpc/grpc-js";
 import { loadConfig, type Config } from "../../src/config.js";
 import { silentLogger } from "../../src/log.js";
 import { startApp, type RunningApp } from "../../src/app.js";

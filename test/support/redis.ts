@@ -35,15 +35,20 @@ export async function startRedis(extraArgs: string[] = []): Promise<RedisServer>
   const dir = mkdtempSync(join(tmpdir(), "ringfence-redis-"));
   const child: ChildProcess = spawn(
     "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extraArgs],
+    [
+      ...["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir],
+      ...["--enable-debug-command", "local", ...extraArgs],
+    ],
     { stdio: "ignore" },
   );
   const url = `redis://127.0.0.1:${port}`;
   await waitFor(async () => {
     const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on("error", () => undefined);
     try {
       await probe.connect();
-      return (await probe.ping()) === "PONG";
+      await probe.ping();
+      return true;
     } finally {
       probe.disconnect();
     }
@@ -71,4 +76,46 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000)
     if (Date.now() > until) throw new Error("timed out waiting");
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+export interface RedisCluster {
+  nodes: string;
+  stop(): Promise<void>;
+}
+
+/** Three masters forming a real Redis Cluster (all 16384 slots), made with `redis-cli --cluster create`. */
+export async function startRedisCluster(): Promise<RedisCluster> {
+  const servers = await Promise.all(
+    [0, 1, 2].map(() => startRedis(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])),
+  );
+  const addresses = servers.map((s) => `127.0.0.1:${s.port}`);
+  const created = spawnSync(
+    "redis-cli",
+    ["--cluster", "create", ...addresses, "--cluster-replicas", "0", "--cluster-yes"],
+    { encoding: "utf8" },
+  );
+  if (created.status !== 0)
+    throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+  await waitFor(async () =>
+    (
+      await Promise.all(
+        servers.map(async (s) => {
+          const c = new Redis(s.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
+          c.on("error", () => undefined);
+          try {
+            await c.connect();
+            return String(await c.call("CLUSTER", "INFO")).includes("cluster_state:ok");
+          } finally {
+            c.disconnect();
+          }
+        }),
+      )
+    ).every(Boolean),
+  );
+  return {
+    nodes: addresses.join(","),
+    stop: async () => {
+      await Promise.all(servers.map((s) => s.stop()));
+    },
+  };
 }
