@@ -4,6 +4,8 @@ import type { CallContext } from "../rpc/binding.js";
 import { UUID, type StoredAccount } from "./account.js";
 import { API_KEY_PURPOSE, type AccountStore } from "./store.js";
 
+const UNKNOWN_HASH = "0".repeat(64);
+
 /**
  * Authenticates a V1 caller: the `x-api-key` must be the key of the account named by the
  * customer uuid. Unknown customer and wrong key give the same answer, so neither can be probed.
@@ -24,7 +26,9 @@ export async function authenticateCustomer(
   const account = UUID.safeParse(customerUuid).success
     ? await store.get(customerUuid.toLowerCase())
     : undefined;
-  if (account === undefined || !secrets.matches(API_KEY_PURPOSE, apiKey, account.apiKeyHash)) {
+  // An unknown customer still costs one hash comparison, so timing does not tell which it was.
+  const matches = secrets.matches(API_KEY_PURPOSE, apiKey, account?.apiKeyHash ?? UNKNOWN_HASH);
+  if (account === undefined || !matches) {
     throw new RingfenceError("account_invalid", "unknown customer, or the API key is not this customer's");
   }
   if (account.status === "suspended") {

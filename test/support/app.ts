@@ -16,15 +16,27 @@ import { testRedisUrl } from "./hooks.js";
 
 export const TEST_SECRETS_KEY = randomBytes(32).toString("base64");
 
-export function testConfig(env: Record<string, string> = {}): Config {
-  return loadConfig({
-    NODE_ENV: "test",
-    HOST: "127.0.0.1",
+/**
+ * With GATEWAY_URL set, REST calls go to that gateway (Envoy in compose), so test data must be
+ * written where that deployment reads it: its REDIS_URL, SECRETS_KEY and key prefix.
+ */
+function dataEnv(): Record<string, string> {
+  const { GATEWAY_URL, REDIS_URL, SECRETS_KEY, REDIS_KEY_PREFIX } = process.env;
+  if (GATEWAY_URL !== undefined && GATEWAY_URL !== "") {
+    if (REDIS_URL === undefined || SECRETS_KEY === undefined) {
+      throw new Error("GATEWAY_URL needs the REDIS_URL and SECRETS_KEY of the deployment behind it");
+    }
+    return { REDIS_URL, SECRETS_KEY, REDIS_KEY_PREFIX: REDIS_KEY_PREFIX ?? "rf:" };
+  }
+  return {
     REDIS_URL: testRedisUrl(),
     SECRETS_KEY: TEST_SECRETS_KEY,
     REDIS_KEY_PREFIX: `t${randomBytes(4).toString("hex")}:`,
-    ...env,
-  });
+  };
+}
+
+export function testConfig(env: Record<string, string> = {}): Config {
+  return loadConfig({ NODE_ENV: "test", HOST: "127.0.0.1", ...dataEnv(), ...env });
 }
 
 export interface TestApp extends RunningApp {

@@ -1,0 +1,59 @@
+import { expect } from "chai";
+import { status } from "@grpc/grpc-js";
+import { ERRORS, RingfenceError, toWire, V1_ERROR_CODES } from "../src/errors.js";
+
+const DOCS = "https://docs.example";
+
+describe("error mapping", () => {
+  it("knows every V1 error code of the specification, plus the decided bad_request", () => {
+    expect([...V1_ERROR_CODES].sort()).to.deep.equal(
+      [
+        "account_invalid",
+        "internal_server_error",
+        "invalid_phone_number",
+        "negative_balance",
+        "spending_limit_exceeded",
+        "suspended_account",
+        "unsupported_region",
+        "bad_request",
+      ].sort(),
+    );
+  });
+
+  const decided: [string, number, status][] = [
+    ["invalid_phone_number", 400, status.INVALID_ARGUMENT],
+    ["bad_request", 400, status.INVALID_ARGUMENT],
+    ["unsupported_region", 400, status.INVALID_ARGUMENT],
+    ["account_invalid", 401, status.UNAUTHENTICATED],
+    ["negative_balance", 402, status.FAILED_PRECONDITION],
+    ["spending_limit_exceeded", 402, status.FAILED_PRECONDITION],
+    ["suspended_account", 403, status.PERMISSION_DENIED],
+    ["internal_server_error", 500, status.INTERNAL],
+  ];
+  for (const [code, http, grpc] of decided) {
+    it(`maps ${code} to HTTP ${http}, gRPC ${status[grpc]} and the V1 body`, () => {
+      expect(ERRORS).to.have.property(code);
+      const wire = toWire(new RingfenceError(code as keyof typeof ERRORS, "why"), "v1", DOCS);
+      expect(wire).to.deep.include({ httpStatus: http, grpcStatus: grpc, message: "why" });
+      expect(wire.body).to.deep.equal({ code, message: "why", doc_url: `${DOCS}/errors#${code}` });
+    });
+  }
+
+  it("answers an unexpected failure with a 500 that reveals nothing of it", () => {
+    const wire = toWire(new Error("secret detail at /srv/x.ts"), "v1", DOCS);
+    expect(wire.httpStatus).to.equal(500);
+    expect(JSON.stringify(wire.body)).not.to.include("secret");
+  });
+
+  it("answers Redis being out of reach with 503, Retry-After and the V1 internal_server_error code", () => {
+    const wire = toWire(new Error("connect ECONNREFUSED 127.0.0.1:6379"), "v1", DOCS);
+    expect(wire).to.deep.include({ httpStatus: 503, grpcStatus: status.UNAVAILABLE });
+    expect(wire.headers).to.have.property("retry-after");
+    expect(wire.body).to.include({ code: "internal_server_error" });
+  });
+
+  it("uses {code, message} and its details for the session family", () => {
+    const wire = toWire(new RingfenceError("bad_request", "no", {}, { field: "x" }), "session", DOCS);
+    expect(wire.body).to.deep.equal({ code: "bad_request", message: "no", field: "x" });
+  });
+});
