@@ -147,7 +147,7 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
   try {
     const body = await readBody(req, deps.maxBodyBytes);
     const json = requestJson(route, vars, parseQuery(rawQuery), body, req.headers["content-type"]);
-    const message = fromJson(route.input, json, { ignoreUnknownFields: false });
+    const message = decodeJson(route.input, json);
     request = route.definition.requestDeserialize(Buffer.from(toBinary(route.input, message)));
   } catch (err) {
     const e = err instanceof RingfenceError ? err : new RingfenceError("bad_request", cleanMessage(err));
@@ -205,14 +205,14 @@ function requestJson(
     json[route.body] = value;
   }
   for (const [path, value] of vars) setPath(json, route.input, path, [value], true);
-  if (route.body !== "*") {
-    const bound = new Set([...vars.keys(), route.body]);
-    const grouped = new Map<string, string[]>();
-    for (const [k, v] of query) grouped.set(k, [...(grouped.get(k) ?? []), v]);
-    for (const [key, values] of grouped) {
-      if (bound.has(key)) continue;
-      setPath(json, route.input, key, values, false);
-    }
+  const bound = new Set([...vars.keys(), route.body]);
+  const grouped = new Map<string, string[]>();
+  for (const [k, v] of query) grouped.set(k, [...(grouped.get(k) ?? []), v]);
+  for (const [key, values] of grouped) {
+    // With body "*" every field comes from the body, so any query parameter is unknown.
+    if (route.body === "*") throw new RingfenceError("bad_request", `unknown query parameter: ${key}`);
+    if (bound.has(key)) continue;
+    setPath(json, route.input, key, values, false);
   }
   return json;
 }
@@ -276,12 +276,49 @@ function setPath(
     if (scalar === undefined && !enumLike) {
       throw new RingfenceError("bad_request", `${path} cannot be set from the URL`);
     }
-    const typed = values.map((v) =>
-      scalar === ScalarType.BOOL && (v === "true" || v === "false") ? v === "true" : v,
-    );
+    const typed = values.map((v) => queryValue(v, scalar, enumLike));
     if (field.fieldKind === "list") target[field.name] = typed;
     else if (typed.length > 1) throw new RingfenceError("bad_request", `${path} may be given only once`);
     else target[field.name] = typed[0] ?? null;
+  }
+}
+
+const TRUE = new Set(["true", "t", "1", "yes", "y"]);
+const FALSE = new Set(["false", "f", "0", "no", "n"]);
+
+/** A query string value as the transcoder's converter reads it: bool spellings, enums by number. */
+function queryValue(v: string, scalar: ScalarType | undefined, enumLike: boolean): JsonValue {
+  if (scalar === ScalarType.BOOL) {
+    const lower = v.toLowerCase();
+    if (TRUE.has(lower)) return true;
+    if (FALSE.has(lower)) return false;
+  }
+  if (enumLike && /^-?\d+$/.test(v)) return Number(v);
+  return v;
+}
+
+/**
+ * Strict proto3 JSON decoding. On failure, each top-level field is tried alone to name the one
+ * at fault, since the decoder's own message may name only a nested type.
+ */
+function decodeJson(desc: DescMessage, json: JsonValue) {
+  try {
+    return fromJson(desc, json, { ignoreUnknownFields: false });
+  } catch (err) {
+    if (json === null || typeof json !== "object" || Array.isArray(json)) throw err;
+    for (const [key, value] of Object.entries(json)) {
+      try {
+        fromJson(desc, { [key]: value }, { ignoreUnknownFields: false });
+      } catch (fieldErr) {
+        const raw = fieldErr instanceof Error ? fieldErr.message : String(fieldErr);
+        const named = raw.includes(`"${key}"`) || raw.includes(`.${key} `);
+        throw new RingfenceError(
+          "bad_request",
+          named ? cleanMessage(fieldErr) : `invalid value for field "${key}": ${raw}`,
+        );
+      }
+    }
+    throw err;
   }
 }
 

@@ -80,6 +80,8 @@ export class BadPathEncoding extends Error {}
 export function matchTemplate(tpl: PathTemplate, rawPath: string): Map<string, string> | undefined {
   if (!rawPath.startsWith("/")) return undefined;
   const parts = rawPath.slice(1).split("/");
+  // Like Envoy, trailing empty segments (`/things/abc/`) do not count.
+  while (parts.length > 1 && parts[parts.length - 1] === "") parts.pop();
   if (tpl.verb !== undefined) {
     const last = parts.length - 1;
     const suffix = `:${tpl.verb}`;
@@ -94,10 +96,7 @@ export function matchTemplate(tpl: PathTemplate, rawPath: string): Map<string, s
     const end = spans[v.to] ?? parts.length;
     const raw = parts.slice(start, end);
     const single = v.to - v.from === 1 && tpl.segments[v.from]?.kind === "any";
-    vars.set(
-      v.field,
-      single ? unescape(raw.join("/")) : raw.map((p) => unescape(p).replace(/\//g, "%2F")).join("/"),
-    );
+    vars.set(v.field, single ? unescape(raw.join("/")) : raw.map(unescapeUnreserved).join("/"));
   }
   return vars;
 }
@@ -127,6 +126,25 @@ function safeUnescape(s: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** RFC 6570 reserved characters, which stay percent-encoded in multi-segment variables. */
+const RESERVED = new Set(Array.from("+:/?#@!$&'()*,;=[]", (c) => c.charCodeAt(0)));
+
+/** Decodes a segment of a multi-segment variable as Envoy does: reserved characters stay encoded. */
+function unescapeUnreserved(s: string): string {
+  return s.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+    let out = "";
+    let pending = "";
+    for (let i = 0; i < run.length; i += 3) {
+      const escape = run.slice(i, i + 3);
+      if (RESERVED.has(parseInt(escape.slice(1), 16))) {
+        out += unescape(pending) + escape;
+        pending = "";
+      } else pending += escape;
+    }
+    return out + unescape(pending);
+  });
 }
 
 function unescape(s: string): string {
