@@ -33,7 +33,16 @@ describe("ringfence CLI", () => {
   }
 
   it("creates an account whose key looks up +33612345678 over REST (the README walk-through)", async () => {
-    const created = await ok(["accounts", "create", "--name", "Acme", "--balance", "10.00", "--regions", "FR,US"]);
+    const created = await ok([
+      "accounts",
+      "create",
+      "--name",
+      "Acme",
+      "--balance",
+      "10.00",
+      "--regions",
+      "FR,US",
+    ]);
     expect(Object.keys(created).sort()).to.deep.equal(["api_key", "customer_uuid", "webhook_secret"]);
     const res = await fetch(`${app.baseUrl}/v1/lookup/+33612345678`, {
       headers: { "customer-uuid": String(created.customer_uuid), "x-api-key": String(created.api_key) },
@@ -56,7 +65,9 @@ describe("ringfence CLI", () => {
     });
     const text = JSON.stringify(shown);
     expect(text).not.to.include(String(created.api_key));
-    const stored = await app.registry.redis.hgetall(app.registry.keys.key("acct", String(created.customer_uuid)));
+    const stored = await app.registry.redis.hgetall(
+      app.registry.keys.key("acct", String(created.customer_uuid)),
+    );
     const all = JSON.stringify(stored);
     expect(all).not.to.include(String(created.api_key));
     expect(all).not.to.include(String(created.webhook_secret));
@@ -64,11 +75,23 @@ describe("ringfence CLI", () => {
 
   it("suspends, resumes and credits an account", async () => {
     const { customer_uuid: id } = await ok(["accounts", "create", "--name", "Life", "--balance", "1.5"]);
-    expect(await ok(["accounts", "suspend", String(id)])).to.deep.equal({ customer_uuid: id, status: "suspended" });
+    expect(await ok(["accounts", "suspend", String(id)])).to.deep.equal({
+      customer_uuid: id,
+      status: "suspended",
+    });
     expect(await ok(["accounts", "show", String(id)])).to.include({ status: "suspended" });
-    expect(await ok(["accounts", "resume", String(id)])).to.deep.equal({ customer_uuid: id, status: "active" });
-    expect(await ok(["accounts", "credit", String(id), "2.25"])).to.deep.equal({ customer_uuid: id, balance: "3.75" });
-    expect(await ok(["accounts", "credit", String(id), "-4"])).to.deep.equal({ customer_uuid: id, balance: "-0.25" });
+    expect(await ok(["accounts", "resume", String(id)])).to.deep.equal({
+      customer_uuid: id,
+      status: "active",
+    });
+    expect(await ok(["accounts", "credit", String(id), "2.25"])).to.deep.equal({
+      customer_uuid: id,
+      balance: "3.75",
+    });
+    expect(await ok(["accounts", "credit", String(id), "-4"])).to.deep.equal({
+      customer_uuid: id,
+      balance: "-0.25",
+    });
   });
 
   it("refuses bad input with exit 2 and one line naming the problem, changing nothing", async () => {
@@ -85,7 +108,10 @@ describe("ringfence CLI", () => {
   });
 
   it("stops with one line naming the variable when the configuration is bad", async () => {
-    const r = await runCli(["accounts", "show", "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10"], { ...env, REDIS_URL: "http://nope" });
+    const r = await runCli(["accounts", "show", "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10"], {
+      ...env,
+      REDIS_URL: "http://nope",
+    });
     expect(r.code).to.equal(2);
     expect(r.stderr.trim().split("\n")).to.have.length(1);
     expect(r.stderr).to.include("REDIS_URL");
@@ -111,9 +137,17 @@ describe("ringfence CLI", () => {
     expect(await ok(["lookup-data", "import", file])).to.deep.equal({ imported: 2 });
     const headers = { "customer-uuid": String(created.customer_uuid), "x-api-key": String(created.api_key) };
     const a = await fetch(`${app.baseUrl}/v1/lookup/+33612345679?type=cnam`, { headers });
-    expect(await a.json()).to.include({ number_ported: true, caller_name: "Paul Durand", temporary_phone_number: false });
+    expect(await a.json()).to.include({
+      number_ported: true,
+      caller_name: "Paul Durand",
+      temporary_phone_number: false,
+    });
     const b = await fetch(`${app.baseUrl}/v1/lookup/+33612345680`, { headers });
-    expect(await b.json()).to.include({ number_ported: false, temporary_phone_number: true, line_type: "PayPhone" });
+    expect(await b.json()).to.include({
+      number_ported: false,
+      temporary_phone_number: true,
+      line_type: "PayPhone",
+    });
   });
 
   it("rejects a whole import file for one bad row, naming its line, and writes nothing", async () => {

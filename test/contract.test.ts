@@ -20,7 +20,9 @@ describe("proto contract", () => {
     this.timeout(60_000);
     tmp = mkdtempSync(join(tmpdir(), "ringfence-gen-"));
     execFileSync(BUF, ["generate", "-o", tmp], { stdio: "pipe" });
-    execFileSync(BUF, ["build", "--as-file-descriptor-set", "-o", join(tmp, "descriptor.binpb")], { stdio: "pipe" });
+    execFileSync(BUF, ["build", "--as-file-descriptor-set", "-o", join(tmp, "descriptor.binpb")], {
+      stdio: "pipe",
+    });
   });
   after(() => {
     rmSync(tmp, { recursive: true, force: true });
@@ -29,15 +31,22 @@ describe("proto contract", () => {
   it("has generated code that matches the protos (run `npm run generate` when this fails)", () => {
     const fresh = join(tmp, "src", "gen");
     const committed = join("src", "gen");
-    const names = (d: string) => files(d).map((f) => relative(d, f)).sort();
+    const names = (d: string) =>
+      files(d)
+        .map((f) => relative(d, f))
+        .sort();
     expect(names(committed)).to.deep.equal(names(fresh));
     for (const name of names(fresh)) {
-      expect(readFileSync(join(committed, name), "utf8"), name).to.equal(readFileSync(join(fresh, name), "utf8"));
+      expect(readFileSync(join(committed, name), "utf8"), name).to.equal(
+        readFileSync(join(fresh, name), "utf8"),
+      );
     }
   });
 
   it("has a descriptor for Envoy that matches the protos (run `npm run generate` when this fails)", () => {
-    expect(readFileSync(join("envoy", "descriptor.binpb")).equals(readFileSync(join(tmp, "descriptor.binpb")))).to.equal(true);
+    expect(
+      readFileSync(join("envoy", "descriptor.binpb")).equals(readFileSync(join(tmp, "descriptor.binpb"))),
+    ).to.equal(true);
   });
 
   it("passes buf lint", () => {
@@ -46,6 +55,8 @@ describe("proto contract", () => {
 
   it("annotates the V1 lookup with its REST path", () => {
     const m = loadContract().methods.get("/ringfence.lookup.v1.LookupService/LookupPhoneNumber");
-    expect(m?.http).to.deep.equal([{ verb: "GET", pattern: "/v1/lookup/{phone_number}", body: "", responseBody: "" }]);
+    expect(m?.http).to.deep.equal([
+      { verb: "GET", pattern: "/v1/lookup/{phone_number}", body: "", responseBody: "" },
+    ]);
   });
 });

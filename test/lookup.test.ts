@@ -81,7 +81,9 @@ describe("V1 lookup", () => {
       });
       expect(body.carrier).to.be.a("string").and.not.empty;
       expect(body).to.have.property("mnc").that.is.a("string");
-      expect(body, "caller_name only with the cnam feature and type=cnam").not.to.have.property("caller_name");
+      expect(body, "caller_name only with the cnam feature and type=cnam").not.to.have.property(
+        "caller_name",
+      );
     });
 
     it("reads a percent-encoded + in the path as the same number", async () => {
@@ -96,7 +98,14 @@ describe("V1 lookup", () => {
     });
 
     it("refuses numbers that are not strict E.164 with invalid_phone_number", async () => {
-      for (const n of ["33612345678", "0612345678", "+33%206%2012", "+33abc", "%2B" + "1".repeat(40), "..%2F..%2Fetc"]) {
+      for (const n of [
+        "33612345678",
+        "0612345678",
+        "+33%206%2012",
+        "+33abc",
+        "%2B" + "1".repeat(40),
+        "..%2F..%2Fetc",
+      ]) {
         const res = await get(`/v1/lookup/${n}`);
         await expectV1Error(res, 400, "invalid_phone_number");
       }
@@ -120,7 +129,11 @@ describe("V1 lookup", () => {
     });
 
     it("refuses an unknown type value with bad_request naming it", async () => {
-      const body = await expectV1Error(await get(`/v1/lookup/${FR_MOBILE}?type=cnam&type=sms`), 400, "bad_request");
+      const body = await expectV1Error(
+        await get(`/v1/lookup/${FR_MOBILE}?type=cnam&type=sms`),
+        400,
+        "bad_request",
+      );
       expect(body.message).to.include("sms");
     });
 
@@ -131,7 +144,10 @@ describe("V1 lookup", () => {
 
     it("returns 401 account_invalid for an unknown customer", async () => {
       await expectV1Error(
-        await get(`/v1/lookup/${FR_MOBILE}`, { uuid: "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10", key: customer.key }),
+        await get(`/v1/lookup/${FR_MOBILE}`, {
+          uuid: "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10",
+          key: customer.key,
+        }),
         401,
         "account_invalid",
       );
@@ -146,8 +162,16 @@ describe("V1 lookup", () => {
     });
 
     it("returns 401 account_invalid without x-api-key, without customer-uuid, or with a malformed uuid", async () => {
-      await expectV1Error(await get(`/v1/lookup/${FR_MOBILE}`, { "customer-uuid": customer.uuid }), 401, "account_invalid");
-      await expectV1Error(await get(`/v1/lookup/${FR_MOBILE}`, { "x-api-key": customer.key }), 401, "account_invalid");
+      await expectV1Error(
+        await get(`/v1/lookup/${FR_MOBILE}`, { "customer-uuid": customer.uuid }),
+        401,
+        "account_invalid",
+      );
+      await expectV1Error(
+        await get(`/v1/lookup/${FR_MOBILE}`, { "x-api-key": customer.key }),
+        401,
+        "account_invalid",
+      );
       await expectV1Error(
         await get(`/v1/lookup/${FR_MOBILE}`, { "customer-uuid": "not-a-uuid", "x-api-key": customer.key }),
         401,
@@ -169,7 +193,11 @@ describe("V1 lookup", () => {
 
     it("returns 400 unsupported_region for a number outside the account's regions", async () => {
       expect((await get(`/v1/lookup/${FR_MOBILE}`, frOnly)).status).to.equal(200);
-      const body = await expectV1Error(await get(`/v1/lookup/+14155552671`, frOnly), 400, "unsupported_region");
+      const body = await expectV1Error(
+        await get(`/v1/lookup/+14155552671`, frOnly),
+        400,
+        "unsupported_region",
+      );
       expect(body.message).to.include("US");
     });
 
@@ -191,7 +219,11 @@ describe("V1 lookup", () => {
       }).catch(() => undefined);
       // fetch refuses a GET with a body; send it as the raw request a misbehaving client would.
       if (res !== undefined) expect(res.status).to.equal(413);
-      const raw = await rawRequest(app.baseUrl, `GET /v1/lookup/${FR_MOBILE}`, "x".repeat(app.config.MAX_BODY_BYTES + 1));
+      const raw = await rawRequest(
+        app.baseUrl,
+        `GET /v1/lookup/${FR_MOBILE}`,
+        "x".repeat(app.config.MAX_BODY_BYTES + 1),
+      );
       expect(raw).to.match(/^HTTP\/1\.1 413 /);
     });
 
@@ -215,9 +247,19 @@ describe("V1 lookup", () => {
     const auth = (c: Customer) => metadata({ "customer-uuid": c.uuid, "x-api-key": c.key });
 
     it("describes +33612345678 and sends the deprecation headers as initial metadata", async () => {
-      const { err, res, headers } = await unary(client.lookupPhoneNumber.bind(client), { phoneNumber: FR_MOBILE, type: [] }, auth(customer));
+      const { err, res, headers } = await unary(
+        client.lookupPhoneNumber.bind(client),
+        { phoneNumber: FR_MOBILE, type: [] },
+        auth(customer),
+      );
       expect(err).to.equal(null);
-      expect(res).to.include({ phoneNumber: FR_MOBILE, countryCode: "FR", lineType: "Mobile", mcc: "208", numberPorted: true });
+      expect(res).to.include({
+        phoneNumber: FR_MOBILE,
+        countryCode: "FR",
+        lineType: "Mobile",
+        mcc: "208",
+        numberPorted: true,
+      });
       expect(res?.carrier).to.be.a("string").and.not.empty;
       expect(res?.callerName).to.equal(undefined);
       expect(headers?.get("deprecation")).to.deep.equal([V1_DEPRECATION]);
@@ -225,7 +267,11 @@ describe("V1 lookup", () => {
     });
 
     it("fails +1555 with INVALID_ARGUMENT and the HTTP markers of a 400 invalid_phone_number", async () => {
-      const { err } = await unary(client.lookupPhoneNumber.bind(client), { phoneNumber: "+1555", type: [] }, auth(customer));
+      const { err } = await unary(
+        client.lookupPhoneNumber.bind(client),
+        { phoneNumber: "+1555", type: [] },
+        auth(customer),
+      );
       expect(err?.code).to.equal(status.INVALID_ARGUMENT);
       expect(err?.details).to.include("+1555");
       expect(err?.metadata.get("x-http-status")).to.deep.equal(["400"]);
@@ -247,14 +293,22 @@ describe("V1 lookup", () => {
         [frOnly, "+14155552671", status.INVALID_ARGUMENT, "400"],
       ];
       for (const [who, phoneNumber, code, http] of cases) {
-        const { err } = await unary(client.lookupPhoneNumber.bind(client), { phoneNumber, type: [] }, auth(who));
+        const { err } = await unary(
+          client.lookupPhoneNumber.bind(client),
+          { phoneNumber, type: [] },
+          auth(who),
+        );
         expect(err?.code).to.equal(code);
         expect(err?.metadata.get("x-http-status")).to.deep.equal([http]);
       }
     });
 
     it("returns caller_name over gRPC for a cnam account asking for it", async () => {
-      const { res } = await unary(client.lookupPhoneNumber.bind(client), { phoneNumber: FR_MOBILE, type: ["cnam"] }, auth(cnamCustomer));
+      const { res } = await unary(
+        client.lookupPhoneNumber.bind(client),
+        { phoneNumber: FR_MOBILE, type: ["cnam"] },
+        auth(cnamCustomer),
+      );
       expect(res?.callerName).to.equal("Jeanne Martin");
     });
 
@@ -267,7 +321,9 @@ describe("V1 lookup", () => {
       ]);
       const descriptor = await reflection.getDescriptorBySymbol("ringfence.lookup.v1.LookupService");
       const pkg = descriptor.getPackageObject({ keepCase: true }) as unknown as {
-        ringfence: { lookup: { v1: { LookupService: new (addr: string, creds: typeof insecure) => GenericClient } } };
+        ringfence: {
+          lookup: { v1: { LookupService: new (addr: string, creds: typeof insecure) => GenericClient } };
+        };
       };
       const generic = new pkg.ringfence.lookup.v1.LookupService(app.grpcAddress, insecure);
       const res = await new Promise<Record<string, unknown>>((resolve, reject) => {
@@ -277,7 +333,12 @@ describe("V1 lookup", () => {
         });
       });
       generic.close();
-      expect(res).to.include({ phone_number: FR_MOBILE, country_code: "FR", line_type: "Mobile", mcc: "208" });
+      expect(res).to.include({
+        phone_number: FR_MOBILE,
+        country_code: "FR",
+        line_type: "Mobile",
+        mcc: "208",
+      });
     });
   });
 });
@@ -297,7 +358,9 @@ async function rawRequest(baseUrl: string, requestLine: string, body: string): P
   const url = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const socket = connect(Number(url.port), url.hostname, () => {
-      socket.write(`${requestLine} HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+      socket.write(
+        `${requestLine} HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+      );
       socket.write(body, () => undefined);
     });
     let data = "";
