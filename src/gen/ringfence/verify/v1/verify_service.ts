@@ -5,25 +5,1392 @@
 // source: ringfence/verify/v1/verify_service.proto
 
 /* eslint-disable */
+import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import {
+  type CallOptions,
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientUnaryCall,
+  type handleUnaryCall,
   makeGenericClientConstructor,
+  type Metadata,
+  type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Struct } from "../../../google/protobuf/struct.js";
+
+/** CreateAuthenticationRequest is the body of POST /v1/authentication. */
+export interface CreateAuthenticationRequest {
+  /** Customer identifier (uuid). Required. */
+  customerUuid: string;
+  /** Destination of the code, E.164. Required. */
+  phoneNumber: string;
+  /** IPv4 address of the user's device. */
+  ip: string;
+  /** Device identifier (Android ANDROID_ID, iOS identifierForVendor). */
+  deviceId: string;
+  /**
+   * One of `IOS`, `ANDROID`, `WEB`. A string rather than an enum so that the JSON value is the
+   * spec's.
+   */
+  deviceType: string;
+  /** Version of the calling application. */
+  appVersion: string;
+  /** Sender ID for the message; used when the account may use it. */
+  senderId: string;
+  /** Webhook address (http or https URL) for the events of this authentication. */
+  callbackUrl: string;
+  /**
+   * Android SMS Retriever hash identifying the app (11 characters), for automatic code fill;
+   * requires `device_type` ANDROID.
+   */
+  appRealm: string;
+  /** Device OS version. */
+  osVersion: string;
+  /** Device model. */
+  deviceModel: string;
+  /** Trust signal that the user is genuine, beyond merely returning. */
+  isReturningUser?:
+    | boolean
+    | undefined;
+  /** Message content variant registered for the account. */
+  templateId: string;
+  /** User-defined identifier included in webhook events. */
+  correlationId: string;
+  /**
+   * Language of the SMS (BCP-47). Unset: the language of the number's country; unsupported:
+   * `en-US`.
+   */
+  locale: string;
+}
+
+/** CreateAuthenticationResponse describes the new authentication. */
+export interface CreateAuthenticationResponse {
+  /** Identifier to use on the check and retry calls. */
+  authenticationUuid: string;
+  /**
+   * `pending` (code is being sent), `rate_limited` (the user cannot receive another code now),
+   * or `spam_detected` (the attempt was flagged as spam). Only `pending` sends a message.
+   */
+  status: string;
+  /** Creation time, RFC 3339. */
+  createdAt: string;
+  /** Time after which the authentication can no longer be checked or retried, RFC 3339. */
+  expiresAt: string;
+}
+
+/** CheckAuthenticationRequest is the body of POST /v1/check. */
+export interface CheckAuthenticationRequest {
+  /** Customer identifier (uuid). Required. */
+  customerUuid: string;
+  /** The authentication to check. Required. */
+  authenticationUuid: string;
+  /** The code the user typed. Required. */
+  checkCode: string;
+}
+
+/** CheckAuthenticationResponse is the outcome of a check. */
+export interface CheckAuthenticationResponse {
+  /** The authentication checked. */
+  authenticationUuid: string;
+  /**
+   * `valid`, `invalid`, `without_attempt` (no code was sent), `rate_limited` (too many checks),
+   * `already_validated`, or `expired_auth`.
+   */
+  status: string;
+}
+
+/** RetryAuthenticationRequest is the body of POST /v1/retry. */
+export interface RetryAuthenticationRequest {
+  /** Customer identifier (uuid). Required. */
+  customerUuid: string;
+  /** The authentication to send a new code for. Required. */
+  authenticationUuid: string;
+}
+
+/** RetryAuthenticationResponse is the outcome of a retry. */
+export interface RetryAuthenticationResponse {
+  /** The authentication retried. */
+  authenticationUuid: string;
+  /**
+   * `approved` (a new code was sent), `denied` (too early: see next_retry_at), `no_attempt` (no
+   * code was ever sent), `rate_limited` (no retries left, or too many sends to the number),
+   * `expired_auth`, or `already_validated`.
+   */
+  status: string;
+  /** Time of this answer, RFC 3339. */
+  createdAt: string;
+  /** Earliest time of the next retry, RFC 3339; empty when no retry is left. */
+  nextRetryAt: string;
+  /** Retries left. */
+  remainingRetry: number;
+}
+
+/** GetAuthenticationRequest names the authentication to read back. */
+export interface GetAuthenticationRequest {
+  /** The authentication to read. */
+  authenticationUuid: string;
+}
+
+/** AuthenticationEvent is one event of an authentication, as sent to its callback_url. */
+export interface AuthenticationEvent {
+  /** Event identifier; a webhook delivery retried keeps it. */
+  id: string;
+  /** `authentication`, `attempt` or `delivery_status`. */
+  type: string;
+  /** Time of the event, RFC 3339. */
+  createdAt: string;
+  /** The correlation_id of the authentication, when it has one. */
+  correlationId: string;
+  /** What happened; never a code. */
+  payload: { [key: string]: any } | undefined;
+}
+
+/** GetAuthenticationResponse is one authentication with its events, oldest first. */
+export interface GetAuthenticationResponse {
+  /** The authentication. */
+  authenticationUuid: string;
+  /** Status at creation: `pending`, `rate_limited` or `spam_detected`. */
+  status: string;
+  /** The number the code went to, E.164. */
+  phoneNumber: string;
+  /** Creation time, RFC 3339. */
+  createdAt: string;
+  /** Expiry time, RFC 3339. */
+  expiresAt: string;
+  /** Whether a check succeeded. */
+  validated: boolean;
+  /** Checks made so far. */
+  checks: number;
+  /** Retries made so far. */
+  retries: number;
+  /** The correlation_id given at creation. */
+  correlationId: string;
+  /** Events, oldest first. */
+  events: AuthenticationEvent[];
+}
+
+/** CreateFeedbackRequest is the body of POST /v1/authentication/feedback. */
+export interface CreateFeedbackRequest {
+  /** Customer identifier (uuid). Required. */
+  customerUuid: string;
+  /** The number the feedback is about, E.164. Required. */
+  phoneNumber: string;
+  /** `onboarded` or `not_onboarded`. Required. */
+  status: string;
+}
+
+/** CreateFeedbackResponse identifies the recorded feedback. */
+export interface CreateFeedbackResponse {
+  /** Identifier of the feedback; the same for a repeat of the same feedback. */
+  uuid: string;
+}
+
+function createBaseCreateAuthenticationRequest(): CreateAuthenticationRequest {
+  return {
+    customerUuid: "",
+    phoneNumber: "",
+    ip: "",
+    deviceId: "",
+    deviceType: "",
+    appVersion: "",
+    senderId: "",
+    callbackUrl: "",
+    appRealm: "",
+    osVersion: "",
+    deviceModel: "",
+    isReturningUser: undefined,
+    templateId: "",
+    correlationId: "",
+    locale: "",
+  };
+}
+
+export const CreateAuthenticationRequest: MessageFns<CreateAuthenticationRequest> = {
+  encode(message: CreateAuthenticationRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.customerUuid !== "") {
+      writer.uint32(10).string(message.customerUuid);
+    }
+    if (message.phoneNumber !== "") {
+      writer.uint32(18).string(message.phoneNumber);
+    }
+    if (message.ip !== "") {
+      writer.uint32(26).string(message.ip);
+    }
+    if (message.deviceId !== "") {
+      writer.uint32(34).string(message.deviceId);
+    }
+    if (message.deviceType !== "") {
+      writer.uint32(42).string(message.deviceType);
+    }
+    if (message.appVersion !== "") {
+      writer.uint32(50).string(message.appVersion);
+    }
+    if (message.senderId !== "") {
+      writer.uint32(58).string(message.senderId);
+    }
+    if (message.callbackUrl !== "") {
+      writer.uint32(66).string(message.callbackUrl);
+    }
+    if (message.appRealm !== "") {
+      writer.uint32(74).string(message.appRealm);
+    }
+    if (message.osVersion !== "") {
+      writer.uint32(82).string(message.osVersion);
+    }
+    if (message.deviceModel !== "") {
+      writer.uint32(90).string(message.deviceModel);
+    }
+    if (message.isReturningUser !== undefined) {
+      writer.uint32(96).bool(message.isReturningUser);
+    }
+    if (message.templateId !== "") {
+      writer.uint32(106).string(message.templateId);
+    }
+    if (message.correlationId !== "") {
+      writer.uint32(114).string(message.correlationId);
+    }
+    if (message.locale !== "") {
+      writer.uint32(122).string(message.locale);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateAuthenticationRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateAuthenticationRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.customerUuid = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.phoneNumber = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.ip = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.deviceId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.deviceType = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.appVersion = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.senderId = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.callbackUrl = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.appRealm = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.osVersion = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.deviceModel = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.isReturningUser = reader.bool();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.templateId = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.correlationId = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.locale = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCreateAuthenticationResponse(): CreateAuthenticationResponse {
+  return { authenticationUuid: "", status: "", createdAt: "", expiresAt: "" };
+}
+
+export const CreateAuthenticationResponse: MessageFns<CreateAuthenticationResponse> = {
+  encode(message: CreateAuthenticationResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.authenticationUuid !== "") {
+      writer.uint32(10).string(message.authenticationUuid);
+    }
+    if (message.status !== "") {
+      writer.uint32(18).string(message.status);
+    }
+    if (message.createdAt !== "") {
+      writer.uint32(26).string(message.createdAt);
+    }
+    if (message.expiresAt !== "") {
+      writer.uint32(34).string(message.expiresAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateAuthenticationResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateAuthenticationResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.authenticationUuid = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.createdAt = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.expiresAt = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCheckAuthenticationRequest(): CheckAuthenticationRequest {
+  return { customerUuid: "", authenticationUuid: "", checkCode: "" };
+}
+
+export const CheckAuthenticationRequest: MessageFns<CheckAuthenticationRequest> = {
+  encode(message: CheckAuthenticationRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.customerUuid !== "") {
+      writer.uint32(10).string(message.customerUuid);
+    }
+    if (message.authenticationUuid !== "") {
+      writer.uint32(18).string(message.authenticationUuid);
+    }
+    if (message.checkCode !== "") {
+      writer.uint32(26).string(message.checkCode);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckAuthenticationRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckAuthenticationRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.customerUuid = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.authenticationUuid = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.checkCode = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCheckAuthenticationResponse(): CheckAuthenticationResponse {
+  return { authenticationUuid: "", status: "" };
+}
+
+export const CheckAuthenticationResponse: MessageFns<CheckAuthenticationResponse> = {
+  encode(message: CheckAuthenticationResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.authenticationUuid !== "") {
+      writer.uint32(10).string(message.authenticationUuid);
+    }
+    if (message.status !== "") {
+      writer.uint32(18).string(message.status);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckAuthenticationResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckAuthenticationResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.authenticationUuid = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRetryAuthenticationRequest(): RetryAuthenticationRequest {
+  return { customerUuid: "", authenticationUuid: "" };
+}
+
+export const RetryAuthenticationRequest: MessageFns<RetryAuthenticationRequest> = {
+  encode(message: RetryAuthenticationRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.customerUuid !== "") {
+      writer.uint32(10).string(message.customerUuid);
+    }
+    if (message.authenticationUuid !== "") {
+      writer.uint32(18).string(message.authenticationUuid);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryAuthenticationRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryAuthenticationRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.customerUuid = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.authenticationUuid = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRetryAuthenticationResponse(): RetryAuthenticationResponse {
+  return { authenticationUuid: "", status: "", createdAt: "", nextRetryAt: "", remainingRetry: 0 };
+}
+
+export const RetryAuthenticationResponse: MessageFns<RetryAuthenticationResponse> = {
+  encode(message: RetryAuthenticationResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.authenticationUuid !== "") {
+      writer.uint32(10).string(message.authenticationUuid);
+    }
+    if (message.status !== "") {
+      writer.uint32(18).string(message.status);
+    }
+    if (message.createdAt !== "") {
+      writer.uint32(26).string(message.createdAt);
+    }
+    if (message.nextRetryAt !== "") {
+      writer.uint32(34).string(message.nextRetryAt);
+    }
+    if (message.remainingRetry !== 0) {
+      writer.uint32(40).int32(message.remainingRetry);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryAuthenticationResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryAuthenticationResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.authenticationUuid = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.createdAt = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.nextRetryAt = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.remainingRetry = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseGetAuthenticationRequest(): GetAuthenticationRequest {
+  return { authenticationUuid: "" };
+}
+
+export const GetAuthenticationRequest: MessageFns<GetAuthenticationRequest> = {
+  encode(message: GetAuthenticationRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.authenticationUuid !== "") {
+      writer.uint32(10).string(message.authenticationUuid);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetAuthenticationRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetAuthenticationRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.authenticationUuid = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseAuthenticationEvent(): AuthenticationEvent {
+  return { id: "", type: "", createdAt: "", correlationId: "", payload: undefined };
+}
+
+export const AuthenticationEvent: MessageFns<AuthenticationEvent> = {
+  encode(message: AuthenticationEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.type !== "") {
+      writer.uint32(18).string(message.type);
+    }
+    if (message.createdAt !== "") {
+      writer.uint32(26).string(message.createdAt);
+    }
+    if (message.correlationId !== "") {
+      writer.uint32(34).string(message.correlationId);
+    }
+    if (message.payload !== undefined) {
+      Struct.encode(Struct.wrap(message.payload), writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuthenticationEvent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuthenticationEvent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.createdAt = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.correlationId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.payload = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseGetAuthenticationResponse(): GetAuthenticationResponse {
+  return {
+    authenticationUuid: "",
+    status: "",
+    phoneNumber: "",
+    createdAt: "",
+    expiresAt: "",
+    validated: false,
+    checks: 0,
+    retries: 0,
+    correlationId: "",
+    events: [],
+  };
+}
+
+export const GetAuthenticationResponse: MessageFns<GetAuthenticationResponse> = {
+  encode(message: GetAuthenticationResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.authenticationUuid !== "") {
+      writer.uint32(10).string(message.authenticationUuid);
+    }
+    if (message.status !== "") {
+      writer.uint32(18).string(message.status);
+    }
+    if (message.phoneNumber !== "") {
+      writer.uint32(26).string(message.phoneNumber);
+    }
+    if (message.createdAt !== "") {
+      writer.uint32(34).string(message.createdAt);
+    }
+    if (message.expiresAt !== "") {
+      writer.uint32(42).string(message.expiresAt);
+    }
+    if (message.validated !== false) {
+      writer.uint32(48).bool(message.validated);
+    }
+    if (message.checks !== 0) {
+      writer.uint32(56).int32(message.checks);
+    }
+    if (message.retries !== 0) {
+      writer.uint32(64).int32(message.retries);
+    }
+    if (message.correlationId !== "") {
+      writer.uint32(74).string(message.correlationId);
+    }
+    for (const v of message.events) {
+      AuthenticationEvent.encode(v!, writer.uint32(82).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetAuthenticationResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetAuthenticationResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.authenticationUuid = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.phoneNumber = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.createdAt = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.expiresAt = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.validated = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.checks = reader.int32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.retries = reader.int32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.correlationId = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.events.push(AuthenticationEvent.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCreateFeedbackRequest(): CreateFeedbackRequest {
+  return { customerUuid: "", phoneNumber: "", status: "" };
+}
+
+export const CreateFeedbackRequest: MessageFns<CreateFeedbackRequest> = {
+  encode(message: CreateFeedbackRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.customerUuid !== "") {
+      writer.uint32(10).string(message.customerUuid);
+    }
+    if (message.phoneNumber !== "") {
+      writer.uint32(18).string(message.phoneNumber);
+    }
+    if (message.status !== "") {
+      writer.uint32(26).string(message.status);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateFeedbackRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateFeedbackRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.customerUuid = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.phoneNumber = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCreateFeedbackResponse(): CreateFeedbackResponse {
+  return { uuid: "" };
+}
+
+export const CreateFeedbackResponse: MessageFns<CreateFeedbackResponse> = {
+  encode(message: CreateFeedbackResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.uuid !== "") {
+      writer.uint32(10).string(message.uuid);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateFeedbackResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateFeedbackResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.uuid = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
 
 /**
- * VerifyService: the V1 phone verification API (send a code, check, retry, feedback; deprecated).
- * Its methods and google.api.http annotations are added with the capability that implements them.
+ * VerifyService is the V1 phone verification API: send a one-time code by SMS, check it, retry
+ * with a new code, read an authentication back, and report whether the user was onboarded.
+ * The whole V1 API is deprecated: no support from 1 November 2025, removal planned by April 2026,
+ * no new features; the successor is the V2 verify API.
+ *
+ * Every call authenticates with the `x-api-key` metadata entry (HTTP header through the
+ * gateways); POST bodies carry `customer_uuid`, and GetAuthentication takes the `customer-uuid`
+ * entry like the lookup. Errors carry the V1 error body `{code, message, doc_url}`.
  */
 export type VerifyServiceService = typeof VerifyServiceService;
-export const VerifyServiceService = {} as const;
+export const VerifyServiceService = {
+  /**
+   * CreateAuthentication sends a one-time code to a phone number and returns the
+   * authentication identifier used by the check and retry calls.
+   *
+   * @deprecated
+   */
+  createAuthentication: {
+    path: "/ringfence.verify.v1.VerifyService/CreateAuthentication" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateAuthenticationRequest): Buffer =>
+      Buffer.from(CreateAuthenticationRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateAuthenticationRequest => CreateAuthenticationRequest.decode(value),
+    responseSerialize: (value: CreateAuthenticationResponse): Buffer =>
+      Buffer.from(CreateAuthenticationResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateAuthenticationResponse => CreateAuthenticationResponse.decode(value),
+  },
+  /**
+   * CheckAuthentication checks a code the user typed.
+   *
+   * @deprecated
+   */
+  checkAuthentication: {
+    path: "/ringfence.verify.v1.VerifyService/CheckAuthentication" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CheckAuthenticationRequest): Buffer =>
+      Buffer.from(CheckAuthenticationRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CheckAuthenticationRequest => CheckAuthenticationRequest.decode(value),
+    responseSerialize: (value: CheckAuthenticationResponse): Buffer =>
+      Buffer.from(CheckAuthenticationResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CheckAuthenticationResponse => CheckAuthenticationResponse.decode(value),
+  },
+  /**
+   * RetryAuthentication sends a new code that replaces the previous one.
+   *
+   * @deprecated
+   */
+  retryAuthentication: {
+    path: "/ringfence.verify.v1.VerifyService/RetryAuthentication" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RetryAuthenticationRequest): Buffer =>
+      Buffer.from(RetryAuthenticationRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RetryAuthenticationRequest => RetryAuthenticationRequest.decode(value),
+    responseSerialize: (value: RetryAuthenticationResponse): Buffer =>
+      Buffer.from(RetryAuthenticationResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RetryAuthenticationResponse => RetryAuthenticationResponse.decode(value),
+  },
+  /**
+   * GetAuthentication reads one authentication back, with its events.
+   *
+   * @deprecated
+   */
+  getAuthentication: {
+    path: "/ringfence.verify.v1.VerifyService/GetAuthentication" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetAuthenticationRequest): Buffer =>
+      Buffer.from(GetAuthenticationRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetAuthenticationRequest => GetAuthenticationRequest.decode(value),
+    responseSerialize: (value: GetAuthenticationResponse): Buffer =>
+      Buffer.from(GetAuthenticationResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetAuthenticationResponse => GetAuthenticationResponse.decode(value),
+  },
+  /**
+   * CreateFeedback records whether the user who received a code was onboarded.
+   *
+   * @deprecated
+   */
+  createFeedback: {
+    path: "/ringfence.verify.v1.VerifyService/CreateFeedback" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateFeedbackRequest): Buffer =>
+      Buffer.from(CreateFeedbackRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateFeedbackRequest => CreateFeedbackRequest.decode(value),
+    responseSerialize: (value: CreateFeedbackResponse): Buffer =>
+      Buffer.from(CreateFeedbackResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateFeedbackResponse => CreateFeedbackResponse.decode(value),
+  },
+} as const;
 
 export interface VerifyServiceServer extends UntypedServiceImplementation {
+  /**
+   * CreateAuthentication sends a one-time code to a phone number and returns the
+   * authentication identifier used by the check and retry calls.
+   *
+   * @deprecated
+   */
+  createAuthentication: handleUnaryCall<CreateAuthenticationRequest, CreateAuthenticationResponse>;
+  /**
+   * CheckAuthentication checks a code the user typed.
+   *
+   * @deprecated
+   */
+  checkAuthentication: handleUnaryCall<CheckAuthenticationRequest, CheckAuthenticationResponse>;
+  /**
+   * RetryAuthentication sends a new code that replaces the previous one.
+   *
+   * @deprecated
+   */
+  retryAuthentication: handleUnaryCall<RetryAuthenticationRequest, RetryAuthenticationResponse>;
+  /**
+   * GetAuthentication reads one authentication back, with its events.
+   *
+   * @deprecated
+   */
+  getAuthentication: handleUnaryCall<GetAuthenticationRequest, GetAuthenticationResponse>;
+  /**
+   * CreateFeedback records whether the user who received a code was onboarded.
+   *
+   * @deprecated
+   */
+  createFeedback: handleUnaryCall<CreateFeedbackRequest, CreateFeedbackResponse>;
 }
 
 export interface VerifyServiceClient extends Client {
+  /**
+   * CreateAuthentication sends a one-time code to a phone number and returns the
+   * authentication identifier used by the check and retry calls.
+   *
+   * @deprecated
+   */
+  createAuthentication(
+    request: CreateAuthenticationRequest,
+    callback: (error: ServiceError | null, response: CreateAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  createAuthentication(
+    request: CreateAuthenticationRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  createAuthentication(
+    request: CreateAuthenticationRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CheckAuthentication checks a code the user typed.
+   *
+   * @deprecated
+   */
+  checkAuthentication(
+    request: CheckAuthenticationRequest,
+    callback: (error: ServiceError | null, response: CheckAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  checkAuthentication(
+    request: CheckAuthenticationRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CheckAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  checkAuthentication(
+    request: CheckAuthenticationRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CheckAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RetryAuthentication sends a new code that replaces the previous one.
+   *
+   * @deprecated
+   */
+  retryAuthentication(
+    request: RetryAuthenticationRequest,
+    callback: (error: ServiceError | null, response: RetryAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  retryAuthentication(
+    request: RetryAuthenticationRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RetryAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  retryAuthentication(
+    request: RetryAuthenticationRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RetryAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetAuthentication reads one authentication back, with its events.
+   *
+   * @deprecated
+   */
+  getAuthentication(
+    request: GetAuthenticationRequest,
+    callback: (error: ServiceError | null, response: GetAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  getAuthentication(
+    request: GetAuthenticationRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  getAuthentication(
+    request: GetAuthenticationRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetAuthenticationResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CreateFeedback records whether the user who received a code was onboarded.
+   *
+   * @deprecated
+   */
+  createFeedback(
+    request: CreateFeedbackRequest,
+    callback: (error: ServiceError | null, response: CreateFeedbackResponse) => void,
+  ): ClientUnaryCall;
+  createFeedback(
+    request: CreateFeedbackRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateFeedbackResponse) => void,
+  ): ClientUnaryCall;
+  createFeedback(
+    request: CreateFeedbackRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateFeedbackResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const VerifyServiceClient = makeGenericClientConstructor(
@@ -34,3 +1401,8 @@ export const VerifyServiceClient = makeGenericClientConstructor(
   service: typeof VerifyServiceService;
   serviceName: string;
 };
+
+interface MessageFns<T> {
+  encode(message: T, writer?: BinaryWriter): BinaryWriter;
+  decode(input: BinaryReader | Uint8Array, length?: number): T;
+}
