@@ -1,0 +1,28 @@
+import type { Logger } from "../log.js";
+import type { DeliveryReceipt, OutgoingSms, SentSms, SmsProvider } from "./provider.js";
+
+/**
+ * Development only: writes each message, code included, to the log instead of sending it (the one
+ * place where a code may be logged, decisions section 3). Nothing is delivered, so no receipts.
+ */
+export class LogSmsProvider implements SmsProvider {
+  readonly name = "log";
+
+  constructor(private readonly log: Logger) {
+    log.warn("SMS_PROVIDER=log: messages are written to the log, codes included, and never sent");
+  }
+
+  send(msg: OutgoingSms): Promise<SentSms> {
+    const { to, from, body, locale, reference } = msg;
+    this.log.warn("sms (log provider)", { to, from, body, locale, reference });
+    return Promise.resolve({ providerId: reference });
+  }
+
+  onReceipt(_listener: (r: DeliveryReceipt) => void): void {
+    // Nothing is sent, so nothing is ever delivered.
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}

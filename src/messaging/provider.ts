@@ -1,0 +1,75 @@
+/** One SMS to send. `body` holds the code: it is never logged outside the log provider. */
+export interface OutgoingSms {
+  /** Destination, E.164 (`+33612345678`). */
+  to: string;
+  /** Sender ID (up to 11 letters or digits) or a number. */
+  from: string;
+  body: string;
+  /** BCP-47 locale of the body. */
+  locale: string;
+  /** Our id of this message, unique per message. */
+  reference: string;
+}
+
+export interface SentSms {
+  /** The id the provider gave (SMPP message_id), or our reference when it gave none. */
+  providerId: string;
+}
+
+export type DeliveryState = "delivered" | "failed" | "expired" | "rejected" | "unknown" | "accepted";
+
+export interface DeliveryReceipt {
+  /** The `providerId` that `send` answered for this message. */
+  providerId: string;
+  state: DeliveryState;
+  /** The provider's own status word, e.g. `DELIVRD`. */
+  providerStatus: string;
+  /** The provider's error code, when it reports one other than zero. */
+  errorCode?: string;
+  /** When the receipt arrived, RFC 3339. */
+  at: string;
+}
+
+export interface SmsProvider {
+  readonly name: "log" | "http" | "smpp";
+  /** Resolves once the provider has accepted the message; rejects with a DeliveryError otherwise. */
+  send(msg: OutgoingSms): Promise<SentSms>;
+  /** Delivery receipts, as they arrive (the SMPP provider only). */
+  onReceipt(listener: (r: DeliveryReceipt) => void): void;
+  close(): Promise<void>;
+}
+
+/**
+ * A message the provider did not accept. The message says why and never holds the body;
+ * `retryable` tells a queue whether trying again later may succeed (timeouts, throttling, 5xx).
+ */
+export class DeliveryError extends Error {
+  override readonly name = "DeliveryError";
+  constructor(
+    message: string,
+    readonly retryable = true,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** Delivery-receipt listeners; one that throws is logged and does not stop the others. */
+export class ReceiptListeners {
+  private readonly listeners: ((r: DeliveryReceipt) => void)[] = [];
+  constructor(private readonly onListenerError: (err: unknown) => void) {}
+
+  add(listener: (r: DeliveryReceipt) => void): void {
+    this.listeners.push(listener);
+  }
+
+  emit(receipt: DeliveryReceipt): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(receipt);
+      } catch (err) {
+        this.onListenerError(err);
+      }
+    }
+  }
+}

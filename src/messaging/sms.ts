@@ -1,0 +1,56 @@
+import type { Logger } from "../log.js";
+import { HttpSmsProvider } from "./http-provider.js";
+import { LogSmsProvider } from "./log-provider.js";
+import type { SmsProvider } from "./provider.js";
+import { SmppSmsProvider } from "./smpp-provider.js";
+
+export type { DeliveryReceipt, DeliveryState, OutgoingSms, SentSms, SmsProvider } from "./provider.js";
+export { DeliveryError } from "./provider.js";
+export { HttpSmsProvider } from "./http-provider.js";
+export { LogSmsProvider } from "./log-provider.js";
+export { SmppSmsProvider, parseSmppUrl, type SmppOptions } from "./smpp-provider.js";
+
+/** The settings of decisions section 3 that choose and reach the SMS provider. */
+export interface SmsProviderConfig {
+  SMS_PROVIDER: "log" | "http" | "smpp";
+  SMS_HTTP_URL?: string | undefined;
+  /** Default 5000. */
+  SMS_HTTP_TIMEOUT_MS?: number | undefined;
+  SMPP_URL?: string | undefined;
+  /** Default 30000. */
+  SMPP_ENQUIRE_LINK_MS?: number | undefined;
+  /** Default 10000. */
+  SMPP_SUBMIT_TIMEOUT_MS?: number | undefined;
+}
+
+/** The configured provider; throws an Error naming the variable when its URL is missing or wrong. */
+export function createSmsProvider(cfg: SmsProviderConfig, log: Logger): SmsProvider {
+  switch (cfg.SMS_PROVIDER) {
+    case "log":
+      return new LogSmsProvider(log);
+    case "http": {
+      const url = cfg.SMS_HTTP_URL;
+      if (url === undefined || url === "") throw new Error("SMS_HTTP_URL is required when SMS_PROVIDER=http");
+      if (!isHttpUrl(url)) throw new Error("SMS_HTTP_URL must be an http:// or https:// URL");
+      return new HttpSmsProvider(url, { timeoutMs: cfg.SMS_HTTP_TIMEOUT_MS ?? 5_000 });
+    }
+    case "smpp": {
+      const url = cfg.SMPP_URL;
+      if (url === undefined || url === "") throw new Error("SMPP_URL is required when SMS_PROVIDER=smpp");
+      return new SmppSmsProvider(url, {
+        log,
+        ...(cfg.SMPP_ENQUIRE_LINK_MS === undefined ? {} : { enquireLinkMs: cfg.SMPP_ENQUIRE_LINK_MS }),
+        ...(cfg.SMPP_SUBMIT_TIMEOUT_MS === undefined ? {} : { submitTimeoutMs: cfg.SMPP_SUBMIT_TIMEOUT_MS }),
+      });
+    }
+  }
+}
+
+function isHttpUrl(v: string): boolean {
+  try {
+    const { protocol } = new URL(v);
+    return protocol === "http:" || protocol === "https:";
+  } catch {
+    return false;
+  }
+}
