@@ -1,0 +1,468 @@
+import { randomBytes } from "node:crypto";
+import { DelayedError, Queue, UnrecoverableError, Worker, type Job } from "bullmq";
+import { Cluster, type Redis } from "ioredis";
+import { z } from "zod";
+import type { Logger } from "../log.js";
+import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
+import { SIGNATURE_HEADER, signWebhook } from "./signature.js";
+import { hashTag, outboxKeys, PENDING_KIND, readEnvelopeHead, type OutboxKeys } from "./stream.js";
+
+export interface WebhookBackoff {
+  /** Delay before the first retry; doubles with every failed attempt. */
+  baseMs: number;
+  /** Cap on the delay between two attempts. */
+  maxDelayMs: number;
+  /** An envelope not delivered this long after its `created_at` is dropped (logged as an error). */
+  giveUpAfterMs: number;
+}
+
+export interface WebhookOutboxOptions {
+  /** Lists, counts and scripts; also, duplicated, the queue producer (so kick fails fast like any call). */
+  redis: RedisClient;
+  /** A new ioredis connection for the BullMQ worker (maxRetriesPerRequest: null). */
+  connection: () => Redis | Cluster;
+  keys: Keys;
+  /** BullMQ key prefix; on Redis Cluster it must hold a hash tag, e.g. `{rf-bull}`. */
+  queuePrefix: string;
+  /** The secret that signs for a hook's `secret_ref`; undefined when there is none (any more). */
+  resolveSecret: (secretRef: string) => Promise<string | undefined>;
+  log: Logger;
+  /** Per POST, from connect to the end of the answer. Default 5 s. */
+  timeoutMs?: number;
+  backoff?: Partial<WebhookBackoff>;
+  /** Streams delivered at once by this process. Default 8. */
+  concurrency?: number;
+  /** Recovery sweep period after the one at start; 0: only at start. Default 5 min. */
+  sweepIntervalMs?: number;
+  userAgent?: string;
+}
+
+/** A failed attempt: BullMQ retries the job, never later than `retryUntil` (the give-up time). */
+export class WebhookDeliveryError extends Error {
+  override readonly name = "WebhookDeliveryError";
+  constructor(
+    message: string,
+    readonly retryUntil: number,
+  ) {
+    super(message);
+  }
+}
+
+/** The BullMQ queue (under queuePrefix) that holds delivery jobs. */
+export const WEBHOOK_QUEUE_NAME = "webhooks";
+const JOB_NAME = "deliver";
+const BACKOFF_TYPE = "webhook";
+/** Attempts end with giveUpAfterMs, never with a count. */
+const ATTEMPTS = 1_000_000;
+/** When another worker delivers the stream, look again this soon. */
+const LOCK_BUSY_RETRY_MS = 200;
+const JITTER = 0.2;
+const MAX_ANSWER_BYTES = 65_536;
+
+const jobData = z.object({
+  list: z.string().refine((list) => {
+    try {
+      return hashTag(list) !== "";
+    } catch {
+      return false;
+    }
+  }),
+});
+type DeliveryJob = z.infer<typeof jobData>;
+const LIVE_STATES: readonly string[] = ["waiting", "delayed", "active", "prioritized", "waiting-children"];
+
+const advanceCursor = LuaScript.fromFile(new URL("./advance_cursor.lua", import.meta.url));
+const finishStream = LuaScript.fromFile(new URL("./finish_stream.lua", import.meta.url));
+const releaseLock = LuaScript.fromFile(new URL("./release_lock.lua", import.meta.url));
+
+/**
+ * At-least-once, signed, ordered-per-stream delivery of webhook streams (see stream.ts), shared by
+ * the V1 authentication webhooks and the app webhooks.
+ *
+ * A BullMQ job only says "stream X may have envelopes to deliver" (its data is `{list}`): the
+ * envelopes stay in the stream, the secret is resolved at send time, and `<list>:delivered` is the
+ * one cursor. A per-stream lock keeps one delivery at a time per stream, so order holds whichever
+ * job runs; a receiver that fails holds up its own stream only.
+ */
+export class WebhookOutbox {
+  private readonly redis: RedisClient;
+  private readonly keys: Keys;
+  private readonly log: Logger;
+  private readonly timeoutMs: number;
+  private readonly backoff: WebhookBackoff;
+  private readonly lockTtlMs: number;
+  private queue: Queue<DeliveryJob, string, typeof JOB_NAME> | undefined;
+  private queueConnection: RedisClient | undefined;
+  private worker: Worker<DeliveryJob, string, typeof JOB_NAME> | undefined;
+  private workerConnection: Redis | Cluster | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<unknown> = Promise.resolve();
+  private closing = false;
+  private closed = false;
+
+  constructor(private readonly options: WebhookOutboxOptions) {
+    this.redis = options.redis;
+    this.keys = options.keys;
+    this.log = options.log;
+    this.timeoutMs = options.timeoutMs ?? 5_000;
+    this.backoff = {
+      baseMs: options.backoff?.baseMs ?? 1_000,
+      maxDelayMs: options.backoff?.maxDelayMs ?? 3_600_000,
+      giveUpAfterMs: options.backoff?.giveUpAfterMs ?? 86_400_000,
+    };
+    // Set when taken and renewed with every envelope delivered: it only has to outlive one POST.
+    this.lockTtlMs = 2 * this.timeoutMs + 10_000;
+    if (this.redis instanceof Cluster && !/\{[^}]+\}/.test(options.queuePrefix)) {
+      throw new Error(
+        `queuePrefix must hold a hash tag on Redis Cluster, e.g. "{rf-bull}" (got "${options.queuePrefix}")`,
+      );
+    }
+  }
+
+  /**
+   * Asks for delivery of a stream; call right after a script appended to it. The job id is one per
+   * (stream, length): a kick while a job of the same stream is active adds a new job, never is it
+   * swallowed as a duplicate of one that may already have read the end of the stream; kicks for
+   * the same length (say the domain's and the recovery sweep's) are one job. Extra jobs cost
+   * little: each finds the cursor at the end, or gives way to the newest job of its stream.
+   * If this throws (Redis unreachable), the event is still delivered after the next sweep.
+   */
+  async kick(listKey: string): Promise<void> {
+    hashTag(listKey);
+    const length = await this.redis.llen(listKey);
+    if (length === 0) return;
+    await this.producer().add(JOB_NAME, { list: listKey }, { jobId: jobIdFor(listKey, length) });
+  }
+
+  /** Starts delivering, then kicks every stream left with undelivered envelopes (say by a crash). */
+  async start(): Promise<void> {
+    if (this.worker !== undefined) return;
+    this.closing = false;
+    this.closed = false;
+    this.workerConnection = this.options.connection();
+    const worker = new Worker<DeliveryJob, string, typeof JOB_NAME>(
+      WEBHOOK_QUEUE_NAME,
+      (job, token) => this.process(job, token),
+      {
+        connection: this.workerConnection,
+        prefix: this.options.queuePrefix,
+        concurrency: this.options.concurrency ?? 8,
+        settings: { backoffStrategy: (attempts, _type, err) => this.retryDelay(attempts, err) },
+      },
+    );
+    this.worker = worker;
+    worker.on("error", (err) => {
+      this.log.warn("webhook worker error", { error: err.message });
+    });
+    worker.on("failed", (job, err) => {
+      // Called for every failed attempt; finishedOn is only set once BullMQ gives the job up.
+      if (job?.finishedOn !== undefined) {
+        this.log.error("webhook job failed for good", { list: job.data.list, error: err.message });
+      }
+    });
+    await worker.waitUntilReady();
+    await this.runSweep();
+    this.scheduleSweep();
+  }
+
+  /**
+   * Kicks every stream of a pending set whose cursor is behind its length, and takes fully delivered
+   * ones out of their set. Pending sets are found by SCAN on every master. Returns how many it kicked.
+   */
+  async sweep(): Promise<number> {
+    const pattern = this.keys.key(PENDING_KIND, "*");
+    const nodes = this.redis instanceof Cluster ? this.redis.nodes("master") : [this.redis];
+    let kicked = 0;
+    for (const node of nodes) {
+      let cursor = "0";
+      do {
+        const [next, sets] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+        cursor = next;
+        for (const set of sets) {
+          for (const list of await this.redis.smembers(set)) {
+            if (await this.recover(list)) kicked++;
+          }
+        }
+      } while (cursor !== "0");
+    }
+    return kicked;
+  }
+
+  /** Stops taking jobs, lets a delivery in flight finish its POST, and closes what it opened. */
+  async close(): Promise<void> {
+    this.closing = true;
+    clearTimeout(this.sweepTimer);
+    await this.sweeping;
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.close();
+    this.closed = true;
+    const queue = this.queue;
+    this.queue = undefined;
+    await queue?.close();
+    await Promise.all([quit(this.workerConnection), quit(this.queueConnection)]);
+    this.workerConnection = undefined;
+    this.queueConnection = undefined;
+  }
+
+  private producer(): Queue<DeliveryJob, string, typeof JOB_NAME> {
+    if (this.queue !== undefined) return this.queue;
+    if (this.closed) throw new Error("the webhook outbox is closed");
+    const connection = this.redis instanceof Cluster ? this.redis.duplicate() : this.redis.duplicate();
+    const queue = new Queue<DeliveryJob, string, typeof JOB_NAME>(WEBHOOK_QUEUE_NAME, {
+      connection,
+      prefix: this.options.queuePrefix,
+      defaultJobOptions: {
+        attempts: ATTEMPTS,
+        backoff: { type: BACKOFF_TYPE },
+        removeOnComplete: true,
+        // A job kept as failed would swallow a later kick of the same (stream, length).
+        removeOnFail: true,
+      },
+    });
+    queue.on("error", (err) => {
+      this.log.warn("webhook queue error", { error: err.message });
+    });
+    this.queueConnection = connection;
+    this.queue = queue;
+    return queue;
+  }
+
+  private async process(job: Job<DeliveryJob, string, typeof JOB_NAME>, token?: string): Promise<string> {
+    const parsed = jobData.safeParse(job.data);
+    if (!parsed.success) throw new UnrecoverableError("not a webhook delivery job");
+    const { list } = parsed.data;
+    const k = outboxKeys(list, this.keys);
+    const { length, delivered } = await this.position(list, k);
+    if (delivered >= length) {
+      if (await this.finish(list, k)) return "delivered";
+    } else if (await this.superseded(job, list, length)) {
+      return "superseded";
+    }
+    const lockToken = randomBytes(16).toString("base64url");
+    if ((await this.redis.set(k.lock, lockToken, "PX", this.lockTtlMs, "NX")) === null) {
+      return this.later(job, token, LOCK_BUSY_RETRY_MS);
+    }
+    try {
+      await this.deliverStream(job, token, list, k, lockToken);
+    } finally {
+      await releaseLock.run(this.redis, [k.lock], [lockToken]).catch((err: unknown) => {
+        this.log.warn("webhook lock not released; it expires", { list, error: errorMessage(err) });
+      });
+    }
+    return "delivered";
+  }
+
+  /** Delivers from the cursor on, in order, until the stream is fully delivered or a POST fails. */
+  private async deliverStream(
+    job: Job<DeliveryJob, string, typeof JOB_NAME>,
+    token: string | undefined,
+    list: string,
+    k: OutboxKeys,
+    lockToken: string,
+  ): Promise<void> {
+    let target: Promise<Target> | undefined;
+    for (;;) {
+      // Closing: the POST in flight has finished; the next worker takes the rest.
+      if (this.closing) await this.later(job, token, 10);
+      const delivered = Number((await this.redis.get(k.delivered)) ?? "0");
+      const envelope = await this.redis.lindex(list, delivered);
+      if (envelope === null) {
+        if (await this.finish(list, k)) return;
+        continue;
+      }
+      const advance = async () => {
+        const moved = await advanceCursor.run(
+          this.redis,
+          [list, k.delivered, k.lock],
+          [lockToken, delivered, delivered + 1, this.lockTtlMs],
+        );
+        // Our lock expired and another worker took over: let it go on, look again later.
+        if (Number(moved) < 0) await this.later(job, token, LOCK_BUSY_RETRY_MS);
+      };
+      const head = readEnvelopeHead(envelope);
+      if (head === undefined) {
+        this.log.error("webhook envelope unreadable, dropped", { list, index: delivered });
+        await advance();
+        continue;
+      }
+      target ??= this.target(k);
+      const failure = await this.post(target, envelope, head.id);
+      if (failure === undefined) {
+        await advance();
+        this.log.debug("webhook delivered", { list, id: head.id });
+        continue;
+      }
+      const retryUntil = head.createdAtMs + this.backoff.giveUpAfterMs;
+      if (Date.now() >= retryUntil) {
+        this.log.error("webhook dropped: not delivered in time", { list, id: head.id, reason: failure });
+        await advance();
+        continue;
+      }
+      this.log.warn("webhook not delivered, will retry", { list, id: head.id, reason: failure });
+      throw new WebhookDeliveryError(`${head.id}: ${failure}`, retryUntil);
+    }
+  }
+
+  /** One POST; undefined when the receiver answered 2xx, else why not (no URL, body or secret in it). */
+  private async post(target: Promise<Target>, envelope: string, id: string): Promise<string | undefined> {
+    try {
+      const { url, secret } = await target;
+      const res = await fetch(url, {
+        method: "POST",
+        body: envelope,
+        redirect: "manual",
+        signal: AbortSignal.timeout(this.timeoutMs),
+        headers: {
+          "content-type": "application/json",
+          "user-agent": this.options.userAgent ?? "ringfence-webhooks/1",
+          [SIGNATURE_HEADER]: signWebhook(secret, envelope, Math.floor(Date.now() / 1000)),
+          "X-Webhook-Id": id,
+        },
+      });
+      await discard(res);
+      return res.status >= 200 && res.status < 300 ? undefined : `receiver answered ${res.status}`;
+    } catch (err) {
+      return errorMessage(err);
+    }
+  }
+
+  private async target(k: OutboxKeys): Promise<Target> {
+    const hook = await this.redis.hgetall(k.hook);
+    if (hook.url === undefined || hook.secret_ref === undefined) throw new Error("the stream has no hook");
+    let url: URL;
+    try {
+      url = new URL(hook.url);
+    } catch {
+      throw new Error("the hook's url is not a URL");
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:")
+      throw new Error("the hook's url is not http(s)");
+    const secret = await this.options.resolveSecret(hook.secret_ref);
+    if (secret === undefined) throw new Error("no secret for the hook's secret_ref");
+    return { url, secret };
+  }
+
+  /**
+   * True when a newer job of the same stream (the one for its current length) is waiting, delayed
+   * or running: it delivers everything up to that length, so this one may end, and a failing
+   * receiver sees one retry schedule per stream rather than one per event.
+   */
+  private async superseded(job: Job<DeliveryJob>, list: string, length: number): Promise<boolean> {
+    const newest = jobIdFor(list, length);
+    if (job.id === newest) return false;
+    return LIVE_STATES.includes(await this.producer().getJobState(newest));
+  }
+
+  private async recover(list: string): Promise<boolean> {
+    try {
+      const k = outboxKeys(list, this.keys);
+      const { length, delivered } = await this.position(list, k);
+      if (delivered < length) {
+        await this.kick(list);
+        return true;
+      }
+      await this.finish(list, k);
+    } catch (err) {
+      this.log.warn("webhook stream not recovered", { list, error: errorMessage(err) });
+    }
+    return false;
+  }
+
+  private async position(list: string, k: OutboxKeys): Promise<{ length: number; delivered: number }> {
+    const [length, delivered] = await Promise.all([this.redis.llen(list), this.redis.get(k.delivered)]);
+    return { length, delivered: Number(delivered ?? "0") };
+  }
+
+  private async finish(list: string, k: OutboxKeys): Promise<boolean> {
+    return (await finishStream.run(this.redis, [list, k.delivered, k.pending], [])) === 1;
+  }
+
+  /** Puts the job back for later without counting an attempt. */
+  private async later(job: Job<DeliveryJob>, token: string | undefined, delayMs: number): Promise<never> {
+    await job.moveToDelayed(Date.now() + delayMs, token);
+    throw new DelayedError();
+  }
+
+  /** Exponential from baseMs, capped at maxDelayMs, minus up to 20% jitter, never past the give-up time. */
+  private retryDelay(attemptsMade: number, err?: Error): number {
+    const { baseMs, maxDelayMs } = this.backoff;
+    const exponential = Math.min(maxDelayMs, baseMs * 2 ** Math.min(Math.max(attemptsMade - 1, 0), 40));
+    let delay = Math.round(exponential * (1 - JITTER * Math.random()));
+    if (err instanceof WebhookDeliveryError) delay = Math.min(delay, err.retryUntil - Date.now());
+    return Math.max(1, delay);
+  }
+
+  private async runSweep(): Promise<void> {
+    const run = this.sweep().then((kicked) => {
+      if (kicked > 0) this.log.info("webhook streams recovered", { kicked });
+    });
+    this.sweeping = run.catch(() => undefined);
+    await run;
+  }
+
+  private scheduleSweep(): void {
+    const every = this.options.sweepIntervalMs ?? 300_000;
+    if (every <= 0 || this.closing) return;
+    this.sweepTimer = setTimeout(() => {
+      this.runSweep()
+        .catch((err: unknown) => {
+          this.log.warn("webhook sweep failed", { error: errorMessage(err) });
+        })
+        .finally(() => {
+          this.scheduleSweep();
+        });
+    }, every);
+    this.sweepTimer.unref();
+  }
+}
+
+interface Target {
+  url: URL;
+  secret: string;
+}
+
+/** BullMQ job ids may not hold ':' (list keys do) nor be integers. */
+function jobIdFor(list: string, length: number): string {
+  return `${encodeURIComponent(list)}@${length}`;
+}
+
+/** Reads (a bounded part of) the answer, so that the connection can serve the next POST. */
+async function discard(res: Response): Promise<void> {
+  if (res.body === null) return;
+  const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader();
+  let seen = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      seen += value.byteLength;
+      if (seen > MAX_ANSWER_BYTES) {
+        await reader.cancel();
+        return;
+      }
+    }
+  } catch {
+    // The status decides; an answer cut short changes nothing.
+  }
+}
+
+async function quit(connection: RedisClient | undefined): Promise<void> {
+  if (connection === undefined) return;
+  // BullMQ works on duplicates of the worker's connection, which may never have connected itself.
+  if (connection.status === "wait") {
+    connection.disconnect();
+    return;
+  }
+  try {
+    await connection.quit();
+  } catch {
+    connection.disconnect();
+  }
+}
+
+function errorMessage(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = err.cause instanceof Error ? `: ${err.cause.message}` : "";
+  return `${err.message}${cause}`;
+}
