@@ -5,7 +5,16 @@ import { z } from "zod";
 import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./log.js";
 import { openRegistry, startApp, type Registry } from "./app.js";
-import { formatMoney, MONEY, NewAccountInput, REGION, UUID, type StoredAccount } from "./accounts/account.js";
+import {
+  formatMoney,
+  MONEY,
+  NewAccountInput,
+  REGION,
+  SENDER_ID,
+  UUID,
+  type StoredAccount,
+} from "./accounts/account.js";
+import { isBcp47, validateTemplateText } from "./messaging/templates.js";
 import { ImportError, IMPORT_COLUMNS, parseImport } from "./lookup/lookup-data.js";
 
 /** Bad input: one line on stderr, exit 2. */
@@ -52,6 +61,7 @@ accounts
     regions,
     [],
   )
+  .option("--sender-ids <ids>", "sender IDs the account may use in sender_id, comma separated", commaList, [])
   .action(
     async (opts: {
       name: string;
@@ -59,6 +69,7 @@ accounts
       spendingLimit: number;
       cnam: boolean;
       regions: string[];
+      senderIds: string[];
     }) => {
       const input = parseOrThrow(NewAccountInput, {
         name: opts.name,
@@ -66,6 +77,7 @@ accounts
         spendingLimitMicros: opts.spendingLimit,
         features: opts.cnam ? ["cnam"] : [],
         regions: opts.regions,
+        senderIds: opts.senderIds,
       });
       await withRegistry(async (r) => {
         const { account, apiKey, webhookSecret } = await r.accounts.create(input);
@@ -100,6 +112,27 @@ accounts
       const balance = await r.accounts.credit(id, micros);
       if (balance === undefined) throw new UsageError(`no account ${id}`);
       print({ customer_uuid: id, balance: formatMoney(balance) });
+    });
+  });
+
+accounts
+  .command("template <customer_uuid> <template_id> <language> <text>")
+  .description(
+    "set an account's message variant for template_id in one language; the text must contain {code}",
+  )
+  .action(async (uuid: string, templateId: string, language: string, text: string) => {
+    const id = customerUuid(uuid);
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(templateId)) {
+      throw new UsageError(`template_id "${templateId}" must hold 1 to 64 letters, digits, '_' or '-'`);
+    }
+    if (!isBcp47(language))
+      throw new UsageError(`language "${language}" is not a language tag such as fr or pt-BR`);
+    const problem = validateTemplateText(text);
+    if (problem !== undefined) throw new UsageError(`text ${problem}`);
+    await withRegistry(async (r) => {
+      if (!(await r.accounts.setTemplate(id, templateId, language, text)))
+        throw new UsageError(`no account ${id}`);
+      print({ customer_uuid: id, template_id: templateId, language });
     });
   });
 
@@ -154,6 +187,14 @@ function regions(v: string): string[] {
   return codes;
 }
 
+function commaList(v: string): string[] {
+  const items = v.split(",").map((s) => s.trim());
+  for (const s of items) {
+    if (!SENDER_ID.safeParse(s).success) throw new InvalidArgumentError(`"${s}" is not a sender ID`);
+  }
+  return items;
+}
+
 function customerUuid(v: string): string {
   if (!UUID.safeParse(v).success) throw new UsageError(`"${v}" is not a customer uuid`);
   return v.toLowerCase();
@@ -175,6 +216,8 @@ function showAccount(a: StoredAccount) {
     spending_limit: formatMoney(a.spendingLimitMicros),
     features: a.features,
     regions: a.regions,
+    sender_ids: a.senderIds,
+    templates: a.templates,
     created_at: a.createdAt,
   };
 }

@@ -13,6 +13,70 @@ const url = (protocols: readonly string[]) =>
     `must be a URL (${protocols.join(" or ")})`,
   );
 
+/** `count/seconds`, e.g. `5/600` (at most 5 in 10 minutes); `off` disables the rule. */
+const window = z
+  .string()
+  .regex(/^(off|\d{1,7}\/\d{1,7})$/, "must be count/seconds such as 5/600, or off")
+  .transform((v) => {
+    if (v === "off") return null;
+    const [count = "0", seconds = "0"] = v.split("/");
+    return { limit: Number(count), windowSeconds: Number(seconds) };
+  })
+  .refine((v) => v === null || v.windowSeconds > 0, "the window must be at least 1 second");
+
+/** `default:0.05,FR:0.07,US:0.0079`: price of one SMS by destination country. */
+const prices = z
+  .string()
+  .transform((v) => v.split(",").map((p) => p.trim().split(":")))
+  .pipe(
+    z
+      .array(z.tuple([z.string().regex(/^(default|[A-Z]{2})$/), z.string().regex(/^\d{1,6}(\.\d{1,6})?$/)]), {
+        error: "must be a comma list of COUNTRY:price (or default:price), such as default:0.05,FR:0.07",
+      })
+      .transform((pairs) => {
+        const micros = (s: string) => {
+          const [w = "0", f = ""] = s.split(".");
+          return Number(w) * 1_000_000 + Number(f.padEnd(6, "0"));
+        };
+        return Object.fromEntries(pairs.map(([c, p]) => [c, micros(p)]));
+      }),
+  );
+
+const csv = (allowed: readonly string[]) =>
+  z
+    .string()
+    .transform((v) =>
+      v
+        .split(",")
+        .map((s) => s.trim())
+        .filter((s) => s !== ""),
+    )
+    .refine((list) => list.every((s) => allowed.includes(s)), {
+      message: `must be a comma list of: ${allowed.join(", ")}`,
+    });
+
+const LINE_TYPE_NAMES = [
+  "CallingCards",
+  "FixedLine",
+  "InternetServiceProvider",
+  "LocalRate",
+  "Mobile",
+  "Other",
+  "Pager",
+  "PayPhone",
+  "PremiumRate",
+  "Satellite",
+  "Service",
+  "SharedCost",
+  "ShortCodesCommercial",
+  "TollFree",
+  "UniversalAccess",
+  "Unknown",
+  "VPN",
+  "VoiceMail",
+  "Voip",
+] as const;
+
 const DEV_SECRETS_KEY = Buffer.alloc(32, "ringfence-development-only-key!!").toString("base64");
 
 const schema = z
@@ -41,6 +105,58 @@ const schema = z
     MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(10_485_760).default(65_536),
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
     LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+
+    // Message delivery (decisions section 3).
+    SMS_PROVIDER: z.enum(["log", "http", "smpp"]).default("log"),
+    SMS_HTTP_URL: url(["http:", "https:"]).optional(),
+    SMS_HTTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
+    SMPP_URL: url(["smpp:"]).optional(),
+    SMS_FROM: z
+      .string()
+      .regex(
+        /^([A-Za-z0-9 ]{1,11}|\+?\d{1,15})$/,
+        "must be a sender ID (up to 11 letters or digits) or a number",
+      )
+      .default("Ringfence"),
+    SMS_PRICES: prices.default({ default: 50_000 }),
+
+    SMPP_ENQUIRE_LINK_MS: z.coerce.number().int().min(1_000).max(600_000).default(30_000),
+    SMPP_SUBMIT_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+
+    // Webhook delivery: at least once, retried with exponential backoff for 24 h.
+    WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
+    WEBHOOK_BACKOFF_BASE_MS: z.coerce.number().int().min(10).max(600_000).default(1_000),
+    WEBHOOK_BACKOFF_MAX_MS: z.coerce.number().int().min(10).max(86_400_000).default(3_600_000),
+    WEBHOOK_GIVE_UP_MS: z.coerce
+      .number()
+      .int()
+      .min(1_000)
+      .max(7 * 86_400_000)
+      .default(86_400_000),
+    WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+    WEBHOOK_SWEEP_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
+
+    // One-time codes of the V1 verification (decisions section 4).
+    OTP_LENGTH: z.coerce.number().int().min(4).max(10).default(6),
+    OTP_TTL_SECONDS: z.coerce.number().int().min(30).max(86_400).default(600),
+    OTP_MAX_CHECKS: z.coerce.number().int().min(1).max(100).default(5),
+    OTP_MAX_RETRIES: z.coerce.number().int().min(0).max(20).default(3),
+    OTP_RETRY_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(3_600).default(30),
+
+    // Abuse protection: sends per window, and what counts as spam.
+    RATE_LIMIT_NUMBER: window.default({ limit: 5, windowSeconds: 600 }),
+    RATE_LIMIT_IP: window.default({ limit: 20, windowSeconds: 600 }),
+    RATE_LIMIT_DEVICE: window.default({ limit: 10, windowSeconds: 600 }),
+    RATE_LIMIT_ACCOUNT: window.default({ limit: 10_000, windowSeconds: 3_600 }),
+    SPAM_LINE_TYPES: csv(LINE_TYPE_NAMES).default(["PremiumRate", "SharedCost"]),
+    SPAM_DISPOSABLE: z
+      .enum(["true", "false"])
+      .transform((v) => v === "true")
+      .default(true),
+    SPAM_IP_NUMBERS: window.default({ limit: 5, windowSeconds: 3_600 }),
+    SPAM_DEVICE_NUMBERS: window.default({ limit: 3, windowSeconds: 3_600 }),
+    SPAM_RANGE_BURST: window.default({ limit: 10, windowSeconds: 600 }),
+    SPAM_RANGE_DIGITS: z.coerce.number().int().min(1).max(6).default(3),
   })
   .strip();
 
@@ -50,6 +166,12 @@ export interface Config extends Omit<z.infer<typeof schema>, "SECRETS_KEY"> {
   /** Settings that fall back to insecure development defaults, for the start-up warning. */
   devDefaults: string[];
 }
+
+/** Why each development default is unsafe, for the start-up warning and the production refusal. */
+export const DEV_ONLY: Record<string, string> = {
+  SECRETS_KEY: "unset, so a well-known development key protects secrets",
+  SMS_PROVIDER: "the log provider prints codes instead of sending them",
+};
 
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
@@ -66,9 +188,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   const { SECRETS_KEY, ...rest } = parsed.data;
-  const devDefaults = SECRETS_KEY === undefined ? ["SECRETS_KEY"] : [];
-  if (rest.NODE_ENV === "production" && devDefaults.length > 0) {
-    throw new ConfigError(`invalid ${devDefaults.join(", ")}: must be set when NODE_ENV=production`);
+  const devDefaults = [
+    ...(SECRETS_KEY === undefined ? ["SECRETS_KEY"] : []),
+    ...(rest.SMS_PROVIDER === "log" ? ["SMS_PROVIDER"] : []),
+  ];
+  if (rest.SMS_PROVIDER === "http" && rest.SMS_HTTP_URL === undefined) {
+    throw new ConfigError("invalid SMS_HTTP_URL: required when SMS_PROVIDER=http");
+  }
+  if (rest.SMS_PROVIDER === "smpp" && rest.SMPP_URL === undefined) {
+    throw new ConfigError("invalid SMPP_URL: required when SMS_PROVIDER=smpp");
+  }
+  const [weak] = devDefaults;
+  if (rest.NODE_ENV === "production" && weak !== undefined) {
+    throw new ConfigError(
+      `invalid ${weak}: ${DEV_ONLY[weak] ?? "development only"}, refused when NODE_ENV=production`,
+    );
   }
   return { ...rest, SECRETS_KEY: Buffer.from(SECRETS_KEY ?? DEV_SECRETS_KEY, "base64"), devDefaults };
 }

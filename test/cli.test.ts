@@ -125,6 +125,34 @@ describe("ringfence CLI", () => {
     expect(sub.stdout).to.include("--spending-limit");
   });
 
+  it("sets sender IDs at creation and message variants per language", async () => {
+    const { customer_uuid: id } = await ok([
+      "accounts",
+      "create",
+      "--name",
+      "Brand",
+      "--sender-ids",
+      "Acme,Acme2",
+    ]);
+    expect(await ok(["accounts", "template", String(id), "brand", "fr", "Acme : code {code}"])).to.deep.equal(
+      {
+        customer_uuid: id,
+        template_id: "brand",
+        language: "fr",
+      },
+    );
+    expect(await ok(["accounts", "show", String(id)])).to.deep.include({
+      sender_ids: ["Acme", "Acme2"],
+      templates: { brand: { fr: "Acme : code {code}" } },
+    });
+    await usage(["accounts", "template", String(id), "brand", "fr", "no placeholder"], "{code}");
+    await usage(["accounts", "template", String(id), "bad id!", "fr", "{code}"], "template");
+    await usage(
+      ["accounts", "create", "--name", "X", "--sender-ids", "Way-Too-Long-Sender"],
+      "Way-Too-Long-Sender",
+    );
+  });
+
   it("imports lookup data that lookups then return", async () => {
     const created = await ok(["accounts", "create", "--name", "Cnam", "--cnam"]);
     const file = join(dir, "numbers.csv");

@@ -13,7 +13,18 @@ describe("configuration", () => {
       V1_AFTER_SUNSET: "serve",
     });
     expect(c.REDIS_CLUSTER_NODES).to.equal(undefined);
-    expect(c.devDefaults).to.deep.equal(["SECRETS_KEY"]);
+    expect(c).to.include({
+      SMS_PROVIDER: "log",
+      SMS_FROM: "Ringfence",
+      OTP_LENGTH: 6,
+      OTP_TTL_SECONDS: 600,
+      OTP_MAX_CHECKS: 5,
+      OTP_MAX_RETRIES: 3,
+      OTP_RETRY_INTERVAL_SECONDS: 30,
+    });
+    expect(c.RATE_LIMIT_NUMBER).to.deep.equal({ limit: 5, windowSeconds: 600 });
+    expect(c.SPAM_LINE_TYPES).to.deep.equal(["PremiumRate", "SharedCost"]);
+    expect(c.devDefaults).to.deep.equal(["SECRETS_KEY", "SMS_PROVIDER"]);
   });
 
   it("reads REDIS_CLUSTER_NODES as a comma list", () => {
@@ -30,6 +41,12 @@ describe("configuration", () => {
     ["SECRETS_KEY", "c2hvcnQ="],
     ["V1_AFTER_SUNSET", "never"],
     ["NODE_ENV", "staging"],
+    ["SMS_PROVIDER", "carrier-pigeon"],
+    ["SMPP_URL", "http://x"],
+    ["SMS_PRICES", "FR=0.07"],
+    ["OTP_LENGTH", "3"],
+    ["RATE_LIMIT_NUMBER", "5 per 600"],
+    ["SPAM_LINE_TYPES", "PremiumRate,Cellular"],
   ];
   for (const [name, value] of bad) {
     it(`stops with one line naming ${name} when it is ${JSON.stringify(value)}`, () => {
@@ -40,9 +57,33 @@ describe("configuration", () => {
     });
   }
 
-  it("refuses the development SECRETS_KEY in production", () => {
-    expect(() => loadConfig({ NODE_ENV: "production" })).to.throw(ConfigError, /SECRETS_KEY/);
+  it("refuses the development SECRETS_KEY and the log SMS provider in production", () => {
     const key = Buffer.alloc(32, 7).toString("base64");
-    expect(loadConfig({ NODE_ENV: "production", SECRETS_KEY: key }).devDefaults).to.deep.equal([]);
+    const http = { SMS_PROVIDER: "http", SMS_HTTP_URL: "http://127.0.0.1:9/sms" };
+    expect(() => loadConfig({ NODE_ENV: "production", ...http })).to.throw(
+      ConfigError,
+      /^invalid SECRETS_KEY/,
+    );
+    expect(() => loadConfig({ NODE_ENV: "production", SECRETS_KEY: key })).to.throw(
+      ConfigError,
+      /^invalid SMS_PROVIDER/,
+    );
+    expect(loadConfig({ NODE_ENV: "production", SECRETS_KEY: key, ...http }).devDefaults).to.deep.equal([]);
+  });
+
+  it("needs the provider's URL for the http and smpp SMS providers", () => {
+    expect(() => loadConfig({ SMS_PROVIDER: "http" })).to.throw(ConfigError, /^invalid SMS_HTTP_URL/);
+    expect(() => loadConfig({ SMS_PROVIDER: "smpp" })).to.throw(ConfigError, /^invalid SMPP_URL/);
+  });
+
+  it("reads windows, prices and off switches", () => {
+    const c = loadConfig({
+      RATE_LIMIT_IP: "off",
+      SMS_PRICES: "default:0.05,FR:0.0725",
+      SPAM_IP_NUMBERS: "2/60",
+    });
+    expect(c.RATE_LIMIT_IP).to.equal(null);
+    expect(c.SMS_PRICES).to.deep.equal({ default: 50_000, FR: 72_500 });
+    expect(c.SPAM_IP_NUMBERS).to.deep.equal({ limit: 2, windowSeconds: 60 });
   });
 });

@@ -16,6 +16,10 @@ export interface Account {
   features: AccountFeature[];
   /** ISO 3166-1 alpha-2 codes the account may reach; empty means every region. */
   regions: string[];
+  /** Sender IDs the account may put in `sender_id`; others fall back to SMS_FROM. */
+  senderIds: string[];
+  /** Message variants for `template_id`: template id → language → text with `{code}`. */
+  templates: Record<string, Record<string, string>>;
   createdAt: string;
 }
 
@@ -26,6 +30,9 @@ export interface StoredAccount extends Account {
 }
 
 export const UUID = z.uuid();
+export const SENDER_ID = z
+  .string()
+  .regex(/^([A-Za-z0-9 ]{1,11}|\+?\d{1,15})$/, "must be up to 11 letters or digits, or a number");
 export const REGION = z.string().regex(/^[A-Z]{2}$/, "must be an ISO 3166-1 alpha-2 code such as FR");
 
 /** Parses a decimal amount such as `10.00` into millionths, exactly (no floating point). */
@@ -55,5 +62,7 @@ export const NewAccountInput = z.object({
   spendingLimitMicros: z.number().int().min(0),
   features: z.array(z.enum(ACCOUNT_FEATURES)),
   regions: z.array(REGION),
+  senderIds: z.array(SENDER_ID).default([]),
 });
-export type NewAccountInput = z.infer<typeof NewAccountInput>;
+/** senderIds may be left out (none). */
+export type NewAccountInput = z.input<typeof NewAccountInput>;

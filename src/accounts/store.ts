@@ -23,6 +23,8 @@ export interface AccountStore {
   setStatus(customerUuid: string, status: AccountStatus): Promise<boolean>;
   /** Adds (or with a negative amount, removes) money; undefined for an unknown account. */
   credit(customerUuid: string, micros: number): Promise<number | undefined>;
+  /** Sets one language of a message variant; false for an unknown account. */
+  setTemplate(customerUuid: string, templateId: string, language: string, text: string): Promise<boolean>;
 }
 
 export const API_KEY_PURPOSE = "account-api-key";
@@ -51,6 +53,8 @@ export class RedisAccountStore implements AccountStore {
       spendingLimitMicros: input.spendingLimitMicros,
       features: input.features,
       regions: input.regions,
+      senderIds: input.senderIds ?? [],
+      templates: {},
       createdAt: new Date().toISOString(),
       apiKeyHash: this.secrets.hash(API_KEY_PURPOSE, apiKey),
       webhookSecretSealed: this.secrets.encrypt(webhookSecret),
@@ -62,6 +66,8 @@ export class RedisAccountStore implements AccountStore {
       spending_limit_micros: account.spendingLimitMicros,
       features: account.features.join(","),
       regions: account.regions.join(","),
+      sender_ids: account.senderIds.join(","),
+      templates: "{}",
       created_at: account.createdAt,
       api_key_hash: account.apiKeyHash,
       webhook_secret_sealed: account.webhookSecretSealed,
@@ -82,6 +88,8 @@ export class RedisAccountStore implements AccountStore {
         (ACCOUNT_FEATURES as readonly string[]).includes(f),
       ),
       regions: list(h.regions),
+      senderIds: list(h.sender_ids),
+      templates: JSON.parse(h.templates ?? "{}") as Record<string, Record<string, string>>,
       createdAt: h.created_at ?? "",
       apiKeyHash: h.api_key_hash,
       webhookSecretSealed: h.webhook_secret_sealed ?? "",
@@ -90,6 +98,20 @@ export class RedisAccountStore implements AccountStore {
 
   async setStatus(customerUuid: string, status: AccountStatus): Promise<boolean> {
     return (await updateAccount.run(this.redis, [this.key(customerUuid)], ["status", status])) !== null;
+  }
+
+  async setTemplate(
+    customerUuid: string,
+    templateId: string,
+    language: string,
+    text: string,
+  ): Promise<boolean> {
+    const r = await updateAccount.run(
+      this.redis,
+      [this.key(customerUuid)],
+      ["template", templateId, language, text],
+    );
+    return r !== null;
   }
 
   async credit(customerUuid: string, micros: number): Promise<number | undefined> {

@@ -18,13 +18,30 @@ const COMMON: RedisOptions = {
 
 export function createRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NODES">): RedisClient {
   if (config.REDIS_CLUSTER_NODES !== undefined) {
-    const nodes = config.REDIS_CLUSTER_NODES.map((n) => {
-      const i = n.lastIndexOf(":");
-      return { host: n.slice(0, i), port: Number(n.slice(i + 1)) };
+    return new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), {
+      redisOptions: COMMON,
+      lazyConnect: true,
+      scaleReads: "master",
     });
-    return new Cluster(nodes, { redisOptions: COMMON, lazyConnect: true, scaleReads: "master" });
   }
   return new Redis(config.REDIS_URL, COMMON);
+}
+
+/** A connection for blocking consumers (the BullMQ worker), which must never give up on a command. */
+export function createBlockingRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NODES">): RedisClient {
+  // No commandTimeout: BullMQ's blocking fetch would hit it. Lazy: BullMQ duplicates it anyway.
+  const options: RedisOptions = { maxRetriesPerRequest: null, connectTimeout: 2_000, lazyConnect: true };
+  if (config.REDIS_CLUSTER_NODES !== undefined) {
+    return new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), { redisOptions: options });
+  }
+  return new Redis(config.REDIS_URL, options);
+}
+
+function clusterNodes(nodes: string[]) {
+  return nodes.map((n) => {
+    const i = n.lastIndexOf(":");
+    return { host: n.slice(0, i), port: Number(n.slice(i + 1)) };
+  });
 }
 
 /** Connects and checks the server answers; throws a one-line error when it does not. */
