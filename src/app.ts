@@ -1,6 +1,6 @@
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Config } from "./config.js";
+import { DEV_ONLY, type Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { Secrets } from "./crypto/secrets.js";
 import { connectRedis, createRedis, Keys, type RedisClient } from "./redis/client.js";
@@ -14,6 +14,12 @@ import { loadContract } from "./rpc/contract.js";
 import { startGrpc } from "./grpc/server.js";
 import { createGateway } from "./gateway/gateway.js";
 import { v1ServiceOptions } from "./v1/deprecation.js";
+import { VerifyServiceService } from "./gen/ringfence/verify/v1/verify_service.js";
+import { VerifyStore } from "./verify/store.js";
+import { recordReceipt, verifyHandlers, type VerifyDeps } from "./verify/service.js";
+import { createSmsProvider, type SmsProvider } from "./messaging/sms.js";
+import { WebhookOutbox } from "./webhooks/outbox.js";
+import { createBlockingRedis } from "./redis/client.js";
 
 /** Everything the domains need, built once from the validated config. */
 export interface Registry {
@@ -24,6 +30,7 @@ export interface Registry {
   secrets: Secrets;
   accounts: RedisAccountStore;
   lookupData: RedisLookupData;
+  verify: VerifyStore;
 }
 
 export async function openRegistry(config: Config, log: Logger): Promise<Registry> {
@@ -42,11 +49,67 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     secrets,
     accounts: new RedisAccountStore(redis, keys, secrets),
     lookupData: new RedisLookupData(redis, keys),
+    verify: new VerifyStore(redis, keys),
   };
 }
 
-export function services(r: Registry): ServiceBinding[] {
+/** The secret that signs a webhook stream, from its `secret_ref` (`account:<customer_uuid>`). */
+async function webhookSecret(r: Registry, ref: string): Promise<string | undefined> {
+  const [kind, id] = ref.split(":", 2);
+  if (kind !== "account" || id === undefined) return undefined;
+  const account = await r.accounts.get(id);
+  return account === undefined ? undefined : r.secrets.decrypt(account.webhookSecretSealed);
+}
+
+/** The parts that talk to the outside and run in the background: not built for one CLI command. */
+export interface Delivery {
+  sms: SmsProvider;
+  outbox: WebhookOutbox;
+}
+
+export function openDelivery(r: Registry): Delivery {
+  const { config, log } = r;
+  return {
+    sms: createSmsProvider(config, log),
+    outbox: new WebhookOutbox({
+      redis: r.redis,
+      connection: () => createBlockingRedis(config),
+      keys: r.keys,
+      queuePrefix: `{${config.REDIS_KEY_PREFIX}bull}`,
+      resolveSecret: (ref) => webhookSecret(r, ref),
+      log,
+      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      concurrency: config.WEBHOOK_CONCURRENCY,
+      sweepIntervalMs: config.WEBHOOK_SWEEP_INTERVAL_MS,
+      backoff: {
+        baseMs: config.WEBHOOK_BACKOFF_BASE_MS,
+        maxDelayMs: config.WEBHOOK_BACKOFF_MAX_MS,
+        giveUpAfterMs: config.WEBHOOK_GIVE_UP_MS,
+      },
+    }),
+  };
+}
+
+export function services(r: Registry, d: Delivery): ServiceBinding[] {
+  const verify: VerifyDeps = {
+    config: r.config,
+    log: r.log,
+    accounts: r.accounts,
+    secrets: r.secrets,
+    lookupData: r.lookupData,
+    store: r.verify,
+    sms: d.sms,
+    webhooks: d.outbox,
+  };
+  d.sms.onReceipt((receipt) => {
+    recordReceipt(verify, receipt).catch((err: unknown) => {
+      r.log.error("delivery receipt not recorded", {
+        error: err instanceof Error ? err.message : String(err),
+      });
+    });
+  });
   return [
+    bindService(VerifyServiceService, verifyHandlers(verify), v1ServiceOptions(r.config, "verify")),
     bindService(
       LookupServiceService,
       lookupHandlers({ accounts: r.accounts, secrets: r.secrets, data: r.lookupData }),
@@ -66,12 +129,14 @@ export interface RunningApp {
 
 export async function startApp(config: Config, log: Logger): Promise<RunningApp> {
   for (const name of config.devDefaults) {
-    log.warn(`${name} is not set: using an insecure development default. Never run like this in production.`);
+    log.warn(`${name}: ${DEV_ONLY[name] ?? "development default"}. Never run like this in production.`);
   }
   const registry = await openRegistry(config, log);
   // Build the static number indexes now rather than on the first caller's lookup.
   await preloadNumberData();
-  const bindings = services(registry);
+  const delivery = openDelivery(registry);
+  await delivery.outbox.start();
+  const bindings = services(registry, delivery);
   const contract = loadContract();
   const deps = { log, docsUrl: config.DOCS_URL };
   const grpc = await startGrpc(
@@ -141,8 +206,28 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
         http?.closeAllConnections();
       }
       clearTimeout(timer);
+      // With Redis gone the queue cannot close cleanly; what it had stays in Redis for the next start.
+      const closed = await within(delivery.outbox.close(), 3_000).catch((err: unknown) => {
+        log.warn("webhook outbox did not close cleanly", { error: String(err) });
+        return true;
+      });
+      if (!closed) log.warn("webhook outbox close timed out");
+      await delivery.sms.close().catch(() => undefined);
       await redis.quit().catch(() => undefined);
       log.info("ringfence stopped");
     })());
   return { grpcPort: grpc.port, httpPort, registry, stop };
+}
+
+/** Resolves true when `p` settles within `ms`, false otherwise. */
+async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => {
+      resolve(false);
+    }, ms);
+  });
+  const done = await Promise.race([p.then(() => true as const), late]);
+  clearTimeout(timer);
+  return done;
 }

@@ -10,7 +10,7 @@ import {
 } from "../../src/messaging/sms.js";
 import { parseReceipt } from "../../src/messaging/smpp-provider.js";
 import { renderOtpSms } from "../../src/messaging/templates.js";
-import { FakeSmsc, eventually, messageText } from "./fake-smsc.js";
+import { FakeSmsc, eventually, messageText } from "../support/fake-smsc.js";
 
 const message: OutgoingSms = {
   to: "+33612345678",

@@ -6,7 +6,7 @@ import {
   LogSmsProvider,
   SmppSmsProvider,
 } from "../../src/messaging/sms.js";
-import { FakeSmsc } from "./fake-smsc.js";
+import { FakeSmsc } from "../support/fake-smsc.js";
 
 describe("SMS provider choice", () => {
   it("writes the whole message, code included, as one warn line of the log provider", async () => {

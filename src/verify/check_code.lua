@@ -1,0 +1,37 @@
+-- Checks a code against an authentication, atomically, so concurrent checks can neither both
+-- succeed nor pass the attempt limit. KEYS: 1 auth, 2 events, 3 hook, 4 webhook pending set.
+-- ARGV[1]: JSON {now, codeHash, maxChecks, events: {valid: envelope, invalid: envelope}}.
+-- Returns {status or 'not_found', 1 when an event awaits webhook delivery}. Only real
+-- comparisons are events, so refused checks cannot grow the list.
+local a = cjson.decode(ARGV[1])
+local h = redis.call('HMGET', KEYS[1], 'status', 'code_hash', 'validated', 'expires_at_ms', 'checks')
+if not h[1] then return {'not_found', 0} end
+
+local status
+if h[1] ~= 'pending' then
+  status = 'without_attempt'
+elseif h[3] == '1' then
+  status = 'already_validated'
+elseif a.now >= tonumber(h[4]) then
+  status = 'expired_auth'
+elseif tonumber(h[5] or '0') >= a.maxChecks then
+  status = 'rate_limited'
+else
+  redis.call('HINCRBY', KEYS[1], 'checks', 1)
+  if h[2] == a.codeHash then
+    redis.call('HSET', KEYS[1], 'validated', '1', 'validated_at_ms', tostring(a.now))
+    status = 'valid'
+  else
+    status = 'invalid'
+  end
+end
+
+local hooked = 0
+if status == 'valid' or status == 'invalid' then
+  redis.call('RPUSH', KEYS[2], a.events[status])
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    redis.call('SADD', KEYS[4], KEYS[2])
+    hooked = 1
+  end
+end
+return {status, hooked}

@@ -1,0 +1,93 @@
+-- Decides and records one send-a-code request atomically: rate limits, spam rules, billing,
+-- the authentication itself and its first event. All keys share the customer's hash tag.
+-- KEYS: 1 account, 2 month spend, 3 auth, 4 events, 5 hook, 6 webhook pending set,
+--       7 per-number window, 8 per-IP window, 9 per-device window, 10 per-account window,
+--       11 numbers per IP, 12 numbers per device, 13 sends into the number's range
+-- ARGV[1]: JSON, see store.ts (SendArgs).
+-- Returns the status (pending | rate_limited | spam_detected), or an error reply
+-- negative_balance | spending_limit_exceeded | suspended_account.
+local a = cjson.decode(ARGV[1])
+local now = a.now
+
+local account = redis.call('HMGET', KEYS[1], 'status', 'balance_micros', 'spending_limit_micros')
+if not account[1] then return redis.error_reply('account_invalid') end
+if account[1] == 'suspended' then return redis.error_reply('suspended_account') end
+
+local function active(rule) return type(rule) == 'table' end
+
+-- A sliding window log: members scored by time; true when the window is full.
+local function full(key, rule)
+  if not active(rule) then return false end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - rule.windowSeconds * 1000)
+  return redis.call('ZCARD', key) >= rule.limit
+end
+
+-- Distinct numbers seen in a window; true when this number would be one too many.
+local function too_many_numbers(key, rule)
+  if not active(rule) then return false end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - rule.windowSeconds * 1000)
+  if redis.call('ZSCORE', key, a.phone) then return false end
+  return redis.call('ZCARD', key) >= rule.limit
+end
+
+local status = a.staticSpam and 'spam_detected' or 'pending'
+if status == 'pending' then
+  if full(KEYS[7], a.limits.number) or (a.hasIp and full(KEYS[8], a.limits.ip))
+    or (a.hasDevice and full(KEYS[9], a.limits.device)) or full(KEYS[10], a.limits.account) then
+    status = 'rate_limited'
+  end
+end
+if status == 'pending' then
+  if (a.hasIp and too_many_numbers(KEYS[11], a.spam.ipNumbers))
+    or (a.hasDevice and too_many_numbers(KEYS[12], a.spam.deviceNumbers))
+    or full(KEYS[13], a.spam.range) then
+    status = 'spam_detected'
+  end
+end
+
+if status == 'pending' then
+  local balance = tonumber(account[2]) or 0
+  local limit = tonumber(account[3]) or 0
+  local spent = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if balance - a.price < 0 then return redis.error_reply('negative_balance') end
+  if spent + a.price > limit then return redis.error_reply('spending_limit_exceeded') end
+  redis.call('HINCRBY', KEYS[1], 'balance_micros', -a.price)
+  redis.call('INCRBY', KEYS[2], a.price)
+  redis.call('EXPIRE', KEYS[2], 40 * 86400)
+
+  local function record(key, rule, member)
+    if not active(rule) then return end
+    redis.call('ZADD', key, now, member)
+    redis.call('PEXPIRE', key, rule.windowSeconds * 1000)
+  end
+  record(KEYS[7], a.limits.number, a.member)
+  if a.hasIp then record(KEYS[8], a.limits.ip, a.member) end
+  if a.hasDevice then record(KEYS[9], a.limits.device, a.member) end
+  record(KEYS[10], a.limits.account, a.member)
+  if a.hasIp then record(KEYS[11], a.spam.ipNumbers, a.phone) end
+  if a.hasDevice then record(KEYS[12], a.spam.deviceNumbers, a.phone) end
+  record(KEYS[13], a.spam.range, a.member)
+end
+
+local fields = a.fields
+fields.status = status
+if status == 'pending' then
+  fields.code_hash = a.codeHash
+  fields.attempts = '1'
+  fields.next_retry_at_ms = tostring(now + a.retryIntervalMs)
+end
+local flat = {}
+for k, v in pairs(fields) do
+  flat[#flat + 1] = k
+  flat[#flat + 1] = tostring(v)
+end
+redis.call('HSET', KEYS[3], unpack(flat))
+redis.call('RPUSH', KEYS[4], a.events[status])
+if type(a.hook) == 'table' then
+  redis.call('HSET', KEYS[5], 'url', a.hook.url, 'secret_ref', a.hook.secretRef)
+  redis.call('SADD', KEYS[6], KEYS[4])
+  redis.call('PEXPIREAT', KEYS[5], a.keepUntil)
+end
+redis.call('PEXPIREAT', KEYS[3], a.keepUntil)
+redis.call('PEXPIREAT', KEYS[4], a.keepUntil)
+return status

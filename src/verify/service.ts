@@ -1,0 +1,459 @@
+import { createHash, randomInt, randomUUID } from "node:crypto";
+import { z } from "zod";
+import { RingfenceError } from "../errors.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { Secrets } from "../crypto/secrets.js";
+import type { AccountStore } from "../accounts/store.js";
+import type { StoredAccount } from "../accounts/account.js";
+import { authenticateCustomer } from "../accounts/authenticate.js";
+import type { CallContext, Handlers } from "../rpc/binding.js";
+import type { VerifyServiceService } from "../gen/ringfence/verify/v1/verify_service.js";
+import type { LookupDataSource } from "../lookup/lookup-data.js";
+import { describeNumber, parseE164, type ParsedNumber } from "../lookup/numbers.js";
+import { isAppRealm, isBcp47, renderOtpSms, resolveLocale } from "../messaging/templates.js";
+import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
+import {
+  CreateAuthenticationInput,
+  FEEDBACK_STATUSES,
+  wireName,
+  type Envelope,
+  type EventType,
+} from "./model.js";
+import type { SendPlace, StoredAuthentication, VerifyStore } from "./store.js";
+
+export interface VerifyDeps {
+  config: Config;
+  log: Logger;
+  accounts: AccountStore;
+  secrets: Secrets;
+  lookupData: LookupDataSource;
+  store: VerifyStore;
+  sms: SmsProvider;
+  /** Starts webhook delivery of an events list (the outbox of src/webhooks). */
+  webhooks: { kick(list: string): Promise<void> };
+  now?: () => number;
+}
+
+const CODE_PURPOSE = "otp-code";
+const RETENTION_MS = 7 * 86_400_000;
+
+/** The V1 verification: send a code, check it, retry, read back, feedback. */
+export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceService> {
+  const now = deps.now ?? Date.now;
+  const { config, store } = deps;
+
+  const hashCode = (auth: string, code: string) => deps.secrets.hash(CODE_PURPOSE, `${auth}:${code}`);
+  const priceFor = (country: string) => config.SMS_PRICES[country] ?? config.SMS_PRICES.default ?? 0;
+
+  async function customer(uuid: string, ctx: CallContext): Promise<StoredAccount> {
+    return authenticateCustomer(deps.accounts, deps.secrets, uuid, ctx);
+  }
+
+  function number(account: StoredAccount, e164: string): ParsedNumber {
+    const parsed = parseE164(e164);
+    if (parsed === undefined) {
+      throw new RingfenceError("invalid_phone_number", `"${e164}" is not a valid E.164 phone number`);
+    }
+    if (account.regions.length > 0 && !account.regions.includes(parsed.countryCode)) {
+      throw new RingfenceError(
+        "unsupported_region",
+        `numbers of ${parsed.countryCode || "this range"} are outside this account's regions`,
+      );
+    }
+    return parsed;
+  }
+
+  /** Sends one message; on refusal undoes the charge and the windows, and fails the call. */
+  async function deliver(
+    place: SendPlace,
+    undo: { price: number; member: string; kind: "send" | "retry" },
+    sms: Parameters<SmsProvider["send"]>[0],
+    attempt: number,
+  ): Promise<void> {
+    let providerId: string;
+    try {
+      ({ providerId } = await deps.sms.send(sms));
+    } catch (err) {
+      await store.release(place, undo);
+      deps.log.error("sms not accepted", {
+        provider: deps.sms.name,
+        reference: sms.reference,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      throw new RingfenceError("internal_server_error", "the message could not be sent; nothing was charged");
+    }
+    await store.rememberMessage(providerId, { customer: place.customer, auth: place.auth, attempt });
+  }
+
+  return {
+    async createAuthentication(req, ctx) {
+      const input = parse(CreateAuthenticationInput, req);
+      if (input.locale !== "" && !isBcp47(input.locale))
+        throw badField("locale", "must be a BCP-47 language tag");
+      if (input.appRealm !== "" && !isAppRealm(input.appRealm)) {
+        throw badField("app_realm", "must be the 11-character Android SMS Retriever hash");
+      }
+      const account = await customer(input.customerUuid, ctx);
+      const phone = number(account, input.phoneNumber);
+      const [facts, record] = await Promise.all([describeNumber(phone), deps.lookupData.get(phone.e164)]);
+      const lineType = record?.lineType ?? facts.lineType;
+      const disposable = record?.temporaryPhoneNumber ?? facts.disposable;
+      const staticSpam =
+        (config.SPAM_LINE_TYPES as readonly string[]).includes(lineType) ||
+        (config.SPAM_DISPOSABLE && disposable);
+
+      const t = now();
+      const authUuid = randomUUID();
+      const code = newCode(config.OTP_LENGTH);
+      const locale = resolveLocale(input.locale === "" ? undefined : input.locale, phone.countryCode);
+      const from =
+        input.senderId !== "" && account.senderIds.includes(input.senderId)
+          ? input.senderId
+          : config.SMS_FROM;
+      const message = renderOtpSms({
+        code,
+        locale,
+        templateId: input.templateId === "" ? undefined : input.templateId,
+        customTemplates: account.templates,
+        lifetimeMinutes: Math.ceil(config.OTP_TTL_SECONDS / 60),
+        appRealm: input.appRealm === "" ? undefined : input.appRealm,
+      });
+      const createdAt = new Date(t).toISOString();
+      const expiresMs = t + config.OTP_TTL_SECONDS * 1000;
+      const expiresAt = new Date(expiresMs).toISOString();
+      const correlationId = input.correlationId;
+      const authEvent = (status: string) =>
+        JSON.stringify(
+          envelope("authentication", createdAt, correlationId, {
+            authentication_uuid: authUuid,
+            status,
+            phone_number: phone.e164,
+            created_at: createdAt,
+            expires_at: expiresAt,
+          }),
+        );
+      const place = sendPlace(account.customerUuid, authUuid, phone, input.ip, input.deviceId, config, t);
+      const price = priceFor(phone.countryCode);
+      const member = `${authUuid}:1`;
+
+      const status = await store.send(place, {
+        now: t,
+        phone: phone.e164,
+        member,
+        staticSpam,
+        hasIp: input.ip !== "",
+        hasDevice: input.deviceId !== "",
+        price,
+        codeHash: hashCode(authUuid, code),
+        retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
+        keepUntil: expiresMs + RETENTION_MS,
+        limits: {
+          number: config.RATE_LIMIT_NUMBER,
+          ip: config.RATE_LIMIT_IP,
+          device: config.RATE_LIMIT_DEVICE,
+          account: config.RATE_LIMIT_ACCOUNT,
+        },
+        spam: {
+          ipNumbers: config.SPAM_IP_NUMBERS,
+          deviceNumbers: config.SPAM_DEVICE_NUMBERS,
+          range: config.SPAM_RANGE_BURST,
+        },
+        fields: {
+          customer_uuid: account.customerUuid,
+          phone_number: phone.e164,
+          country_code: phone.countryCode,
+          created_at: createdAt,
+          expires_at: expiresAt,
+          expires_at_ms: String(expiresMs),
+          checks: "0",
+          retries: "0",
+          attempts: "0",
+          validated: "0",
+          correlation_id: correlationId,
+          locale: message.locale,
+          template_id: message.templateId,
+          from,
+          app_realm: input.appRealm,
+          callback_url: input.callbackUrl,
+        },
+        events: {
+          pending: authEvent("pending"),
+          rate_limited: authEvent("rate_limited"),
+          spam_detected: authEvent("spam_detected"),
+        },
+        hook:
+          input.callbackUrl === ""
+            ? null
+            : { url: input.callbackUrl, secretRef: `account:${account.customerUuid}` },
+      });
+
+      const keys = store.authKeys(account.customerUuid, authUuid);
+      if (status === "pending") {
+        const reference = `${authUuid}.1`;
+        await deliver(
+          place,
+          { price, member, kind: "send" },
+          { to: phone.e164, from, body: message.body, locale: message.locale, reference },
+          1,
+        );
+        await store.appendEvent(
+          account.customerUuid,
+          authUuid,
+          envelope("attempt", new Date(now()).toISOString(), correlationId, {
+            authentication_uuid: authUuid,
+            attempt: 1,
+            action: "send",
+            status: "sent",
+          }),
+        );
+      }
+      if (input.callbackUrl !== "") await kick(deps, keys.events);
+      return { authenticationUuid: authUuid, status, createdAt, expiresAt };
+    },
+
+    async checkAuthentication(req, ctx) {
+      const authUuid = uuidField("authentication_uuid", req.authenticationUuid);
+      if (!/^\d{1,12}$/.test(req.checkCode)) throw badField("check_code", "must be the digits of the code");
+      const account = await customer(req.customerUuid, ctx);
+      const t = now();
+      const stored = await store.get(account.customerUuid, authUuid);
+      const correlationId = stored?.auth.correlationId ?? "";
+      const checkEvent = (status: string) =>
+        JSON.stringify(
+          envelope("attempt", new Date(t).toISOString(), correlationId, {
+            authentication_uuid: authUuid,
+            action: "check",
+            status,
+          }),
+        );
+      const { status, hooked } = await store.check(account.customerUuid, authUuid, {
+        now: t,
+        codeHash: hashCode(authUuid, req.checkCode),
+        maxChecks: config.OTP_MAX_CHECKS,
+        events: { valid: checkEvent("valid"), invalid: checkEvent("invalid") },
+      });
+      if (status === "not_found") throw unknownAuthentication();
+      if (hooked) await kick(deps, store.authKeys(account.customerUuid, authUuid).events);
+      return { authenticationUuid: authUuid, status };
+    },
+
+    async retryAuthentication(req, ctx) {
+      const authUuid = uuidField("authentication_uuid", req.authenticationUuid);
+      const account = await customer(req.customerUuid, ctx);
+      const found = await store.get(account.customerUuid, authUuid);
+      if (found === undefined) throw unknownAuthentication();
+      const { auth } = found;
+      const phone = parseE164(auth.phoneNumber);
+      if (phone === undefined)
+        throw new RingfenceError("internal_server_error", "stored number is unreadable");
+
+      const t = now();
+      const code = newCode(config.OTP_LENGTH);
+      const message = renderOtpSms({
+        code,
+        locale: auth.locale,
+        templateId: auth.templateId === "" ? undefined : auth.templateId,
+        customTemplates: account.templates,
+        lifetimeMinutes: Math.max(1, Math.ceil((auth.expiresAtMs - t) / 60_000)),
+        appRealm: auth.appRealm === "" ? undefined : auth.appRealm,
+      });
+      const attempt = auth.attempts + 1;
+      const member = `${authUuid}:${attempt}`;
+      const price = priceFor(phone.countryCode);
+      const place = sendPlace(account.customerUuid, authUuid, phone, "", "", config, t);
+      const r = await store.retry(place, {
+        now: t,
+        codeHash: hashCode(authUuid, code),
+        maxRetries: config.OTP_MAX_RETRIES,
+        retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
+        price,
+        member,
+        limits: { number: config.RATE_LIMIT_NUMBER, account: config.RATE_LIMIT_ACCOUNT },
+      });
+      if (r.status === "not_found") throw unknownAuthentication();
+      if (r.status === "approved") {
+        const reference = `${authUuid}.${attempt}`;
+        await deliver(
+          place,
+          { price, member, kind: "retry" },
+          { to: phone.e164, from: auth.from, body: message.body, locale: message.locale, reference },
+          attempt,
+        );
+        const { hooked } = await store.appendEvent(
+          account.customerUuid,
+          authUuid,
+          envelope("attempt", new Date(now()).toISOString(), auth.correlationId, {
+            authentication_uuid: authUuid,
+            attempt,
+            action: "retry",
+            status: "sent",
+          }),
+        );
+        if (hooked) await kick(deps, store.authKeys(account.customerUuid, authUuid).events);
+      }
+      const remaining = Math.max(0, config.OTP_MAX_RETRIES - r.retries);
+      const showNext =
+        r.nextRetryAtMs > 0 &&
+        remaining > 0 &&
+        r.status !== "expired_auth" &&
+        r.status !== "already_validated";
+      return {
+        authenticationUuid: authUuid,
+        status: r.status,
+        createdAt: new Date(t).toISOString(),
+        nextRetryAt: showNext ? new Date(r.nextRetryAtMs).toISOString() : "",
+        remainingRetry: remaining,
+      };
+    },
+
+    async getAuthentication(req, ctx) {
+      const authUuid = uuidField("authentication_uuid", req.authenticationUuid);
+      const account = await customer(ctx.header("customer-uuid") ?? "", ctx);
+      const found = await store.get(account.customerUuid, authUuid);
+      if (found === undefined) throw unknownAuthentication();
+      return toAuthenticationResponse(authUuid, found.auth, found.events);
+    },
+
+    async createFeedback(req, ctx) {
+      const status = req.status;
+      if (!(FEEDBACK_STATUSES as readonly string[]).includes(status)) {
+        throw badField("status", `must be one of ${FEEDBACK_STATUSES.join(", ")}`);
+      }
+      const account = await customer(req.customerUuid, ctx);
+      const phone = number(account, req.phoneNumber);
+      const uuid = stableUuid(`${account.customerUuid}|${phone.e164}|${status}`);
+      await store.saveFeedback(account.customerUuid, phone.e164, status, uuid, new Date(now()).toISOString());
+      return { uuid };
+    },
+  };
+}
+
+/**
+ * Starts delivery of an authentication's webhook events. A failure here must not fail the call:
+ * the events are recorded, and the outbox's recovery sweep delivers them later.
+ */
+async function kick(deps: VerifyDeps, list: string): Promise<void> {
+  try {
+    await deps.webhooks.kick(list);
+  } catch (err) {
+    deps.log.warn("webhook delivery not started; the sweep will", {
+      error: err instanceof Error ? err.message : String(err),
+    });
+  }
+}
+
+/** Turns an SMPP delivery receipt into a `delivery_status` event of its authentication. */
+export async function recordReceipt(deps: VerifyDeps, receipt: DeliveryReceipt): Promise<void> {
+  const owner = await deps.store.messageOwner(receipt.providerId);
+  if (owner === undefined) {
+    deps.log.warn("delivery receipt for an unknown message", { providerId: receipt.providerId });
+    return;
+  }
+  const found = await deps.store.get(owner.customer, owner.auth);
+  if (found === undefined) return;
+  const { hooked } = await deps.store.appendEvent(
+    owner.customer,
+    owner.auth,
+    envelope("delivery_status", receipt.at, found.auth.correlationId, {
+      authentication_uuid: owner.auth,
+      attempt: owner.attempt,
+      status: receipt.state,
+      provider_status: receipt.providerStatus,
+      ...(receipt.errorCode === undefined ? {} : { error_code: receipt.errorCode }),
+    }),
+  );
+  if (hooked) await kick(deps, deps.store.authKeys(owner.customer, owner.auth).events);
+}
+
+function toAuthenticationResponse(authUuid: string, auth: StoredAuthentication, events: Envelope[]) {
+  return {
+    authenticationUuid: authUuid,
+    status: auth.status,
+    phoneNumber: auth.phoneNumber,
+    createdAt: auth.createdAt,
+    expiresAt: auth.expiresAt,
+    validated: auth.validated,
+    checks: auth.checks,
+    retries: auth.retries,
+    correlationId: auth.correlationId,
+    events: events.map((e) => ({
+      id: e.id,
+      type: e.type,
+      createdAt: e.created_at,
+      correlationId: e.correlation_id ?? "",
+      payload: e.payload,
+    })),
+  };
+}
+
+function envelope(
+  type: EventType,
+  createdAt: string,
+  correlationId: string,
+  payload: Record<string, unknown>,
+): Envelope {
+  return {
+    id: randomUUID(),
+    type,
+    created_at: createdAt,
+    ...(correlationId === "" ? {} : { correlation_id: correlationId }),
+    payload,
+  };
+}
+
+function sendPlace(
+  customer: string,
+  auth: string,
+  phone: ParsedNumber,
+  ip: string,
+  deviceId: string,
+  config: Config,
+  t: number,
+): SendPlace {
+  return {
+    customer,
+    auth,
+    phone: phone.e164,
+    ip: ip === "" ? "-" : ip,
+    device: deviceId === "" ? "-" : createHash("sha256").update(deviceId).digest("hex").slice(0, 32),
+    range: phone.e164.slice(0, -config.SPAM_RANGE_DIGITS),
+    month: new Date(t).toISOString().slice(0, 7),
+  };
+}
+
+/** A uniformly random code of `length` digits (leading zeros kept). */
+export function newCode(length: number): string {
+  let code = "";
+  for (let i = 0; i < length; i++) code += String(randomInt(10));
+  return code;
+}
+
+/** A UUID (version 8, RFC 9562) derived from a name, so a repeat gives the same one. */
+function stableUuid(name: string): string {
+  const b = createHash("sha256").update(name).digest().subarray(0, 16);
+  b[6] = ((b[6] ?? 0) & 0x0f) | 0x80;
+  b[8] = ((b[8] ?? 0) & 0x3f) | 0x80;
+  const h = b.toString("hex");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+function parse<T>(schema: z.ZodType<T>, value: unknown): T {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  throw badField(wireName(issue?.path ?? []), issue?.message ?? "is invalid");
+}
+
+function badField(field: string, message: string): RingfenceError {
+  return new RingfenceError("bad_request", `${field}: ${message}`);
+}
+
+function uuidField(field: string, value: string): string {
+  if (!z.uuid().safeParse(value).success) throw badField(field, "must be a uuid");
+  return value.toLowerCase();
+}
+
+function unknownAuthentication(): RingfenceError {
+  return new RingfenceError("not_found", "unknown authentication_uuid for this customer");
+}

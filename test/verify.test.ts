@@ -1,0 +1,640 @@
+import { expect } from "chai";
+import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_service.js";
+import { verifyWebhook } from "../src/webhooks/signature.js";
+import { V1_DEPRECATION } from "../src/v1/deprecation.js";
+import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
+import { Receiver, SmsReceiver } from "./support/receivers.js";
+
+const FR_MOBILE = "+33612345678";
+const FR_PREMIUM = "+33891234567";
+
+interface Customer {
+  uuid: string;
+  key: string;
+  webhookSecret: string;
+}
+
+type Json = Record<string, unknown>;
+
+describe("V1 verification", () => {
+  let app: TestApp;
+  let sms: SmsReceiver;
+  let hooks: Receiver;
+  let c: Customer;
+  let nextNumber = 612_000_100;
+
+  /**
+   * A fresh French mobile number in a range of its own, so per-number limits and the SMS-pumping
+   * range rule of one test do not touch another.
+   */
+  const freshNumber = () => `+33${(nextNumber += 1000)}`;
+
+  async function newCustomer(opts: { balance?: number; limit?: number; senderIds?: string[] } = {}) {
+    const { account, apiKey, webhookSecret } = await app.registry.accounts.create({
+      name: "Verify",
+      balanceMicros: opts.balance ?? 100_000_000,
+      spendingLimitMicros: opts.limit ?? 1_000_000_000,
+      features: [],
+      regions: [],
+      senderIds: opts.senderIds ?? [],
+    });
+    return { uuid: account.customerUuid, key: apiKey, webhookSecret };
+  }
+
+  before(async function () {
+    this.timeout(30_000);
+    sms = await SmsReceiver.start();
+    hooks = await Receiver.start();
+    app = await startTestApp({
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: sms.url,
+      OTP_RETRY_INTERVAL_SECONDS: "1",
+      WEBHOOK_BACKOFF_BASE_MS: "50",
+    });
+    c = await newCustomer();
+  });
+  after(async () => {
+    await app.stop();
+    await sms.close();
+    await hooks.close();
+  });
+
+  async function post(path: string, body: unknown, who: Customer = c, raw?: string) {
+    const res = await fetch(`${app.baseUrl}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": who.key },
+      body: raw ?? JSON.stringify(body),
+    });
+    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
+  }
+
+  async function send(extra: Json = {}, who: Customer = c) {
+    return post(
+      "/v1/authentication",
+      { customer_uuid: who.uuid, phone_number: freshNumber(), ...extra },
+      who,
+    );
+  }
+
+  async function check(auth: unknown, code: string, who: Customer = c) {
+    return post("/v1/check", { customer_uuid: who.uuid, authentication_uuid: auth, check_code: code }, who);
+  }
+
+  async function retry(auth: unknown, who: Customer = c) {
+    return post("/v1/retry", { customer_uuid: who.uuid, authentication_uuid: auth }, who);
+  }
+
+  async function balance(who: Customer): Promise<number> {
+    return (await app.registry.accounts.get(who.uuid))?.balanceMicros ?? Number.NaN;
+  }
+
+  describe("sending and checking over REST", () => {
+    it("sends a code that the check finds valid, then already_validated", async () => {
+      const phone = freshNumber();
+      const before = sms.messages.length;
+      const sent = await post("/v1/authentication", { customer_uuid: c.uuid, phone_number: phone });
+      expect(sent.status).to.equal(200);
+      expect(sent.headers.get("deprecation")).to.equal(V1_DEPRECATION);
+      expect(Object.keys(sent.body).sort()).to.deep.equal([
+        "authentication_uuid",
+        "created_at",
+        "expires_at",
+        "status",
+      ]);
+      expect(sent.body.status).to.equal("pending");
+      const created = Date.parse(String(sent.body.created_at));
+      expect(Date.parse(String(sent.body.expires_at)) - created).to.equal(600_000);
+
+      const message = await sms.message(before);
+      expect(message).to.include({ to: phone, from: "Ringfence", locale: "fr-FR" });
+      expect(message.reference).to.be.a("string").and.not.empty;
+      const code = SmsReceiver.code(message);
+      expect(code).to.match(/^\d{6}$/);
+
+      expect((await check(sent.body.authentication_uuid, code)).body).to.deep.equal({
+        authentication_uuid: sent.body.authentication_uuid,
+        status: "valid",
+      });
+      expect((await check(sent.body.authentication_uuid, code)).body.status).to.equal("already_validated");
+    });
+
+    it("finds a wrong code invalid, and refuses the sixth check with rate_limited even when right", async () => {
+      const before = sms.messages.length;
+      const sent = await send();
+      const code = SmsReceiver.code(await sms.message(before));
+      const wrong = code === "000000" ? "111111" : "000000";
+      for (let i = 0; i < 5; i++)
+        expect((await check(sent.body.authentication_uuid, wrong)).body.status).to.equal("invalid");
+      expect((await check(sent.body.authentication_uuid, code)).body.status).to.equal("rate_limited");
+    });
+
+    it("lets exactly one of many concurrent right checks succeed", async () => {
+      const before = sms.messages.length;
+      const sent = await send();
+      const code = SmsReceiver.code(await sms.message(before));
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () => check(sent.body.authentication_uuid, code)),
+      );
+      const statuses = answers.map((a) => a.body.status);
+      expect(statuses.filter((s) => s === "valid")).to.have.length(1);
+      expect(statuses.filter((s) => s !== "valid").every((s) => s === "already_validated")).to.equal(true);
+    });
+
+    it("never lets concurrent wrong checks pass the attempt limit", async () => {
+      const sent = await send();
+      const answers = await Promise.all(
+        Array.from({ length: 30 }, () => check(sent.body.authentication_uuid, "99999999")),
+      );
+      const statuses = answers.map((a) => a.body.status);
+      expect(statuses.filter((s) => s === "invalid")).to.have.length(5);
+      expect(statuses.filter((s) => s === "rate_limited")).to.have.length(25);
+      const read = await fetch(`${app.baseUrl}/v1/authentication/${String(sent.body.authentication_uuid)}`, {
+        headers: { "customer-uuid": c.uuid, "x-api-key": c.key },
+      });
+      expect(((await read.json()) as Json).checks).to.equal(5);
+    });
+
+    it("answers expired_auth after expires_at", async () => {
+      const short = await startTestApp({
+        SMS_PROVIDER: "http",
+        SMS_HTTP_URL: sms.url,
+        OTP_TTL_SECONDS: "30",
+      });
+      try {
+        const { account, apiKey } = await short.registry.accounts.create({
+          name: "Short",
+          balanceMicros: 10_000_000,
+          spendingLimitMicros: 10_000_000,
+          features: [],
+          regions: [],
+        });
+        const who = { uuid: account.customerUuid, key: apiKey, webhookSecret: "" };
+        const sent = (await (
+          await fetch(`${short.baseUrl}/v1/authentication`, {
+            method: "POST",
+            headers: { "content-type": "application/json", "x-api-key": apiKey },
+            body: JSON.stringify({ customer_uuid: who.uuid, phone_number: freshNumber() }),
+          })
+        ).json()) as Json;
+        // Move the expiry into the past, as 30 s of waiting would.
+        const key = short.registry.keys.key("auth", who.uuid, String(sent.authentication_uuid));
+        await short.registry.redis.hset(key, "expires_at_ms", String(Date.now() - 1));
+        const answer = await fetch(`${short.baseUrl}/v1/check`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": apiKey },
+          body: JSON.stringify({
+            customer_uuid: who.uuid,
+            authentication_uuid: sent.authentication_uuid,
+            check_code: "123456",
+          }),
+        });
+        expect(((await answer.json()) as Json).status).to.equal("expired_auth");
+        const again = await fetch(`${short.baseUrl}/v1/retry`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": apiKey },
+          body: JSON.stringify({ customer_uuid: who.uuid, authentication_uuid: sent.authentication_uuid }),
+        });
+        expect(((await again.json()) as Json).status).to.equal("expired_auth");
+      } finally {
+        await short.stop();
+      }
+    });
+  });
+
+  describe("retries", () => {
+    it("denies a retry before next_retry_at, then sends a different code that replaces the first", async function () {
+      this.timeout(10_000);
+      const before = sms.messages.length;
+      const sent = await send();
+      const first = SmsReceiver.code(await sms.message(before));
+
+      const early = await retry(sent.body.authentication_uuid);
+      expect(early.body).to.include({
+        authentication_uuid: sent.body.authentication_uuid,
+        status: "denied",
+        remaining_retry: 3,
+      });
+      expect(Date.parse(String(early.body.next_retry_at))).to.be.greaterThan(Date.now() - 1000);
+      expect(sms.messages.length, "a denied retry sends nothing").to.equal(before + 1);
+
+      await new Promise((r) => setTimeout(r, 1100));
+      const approved = await retry(sent.body.authentication_uuid);
+      expect(approved.body).to.include({ status: "approved", remaining_retry: 2 });
+      expect(Object.keys(approved.body).sort()).to.deep.equal([
+        "authentication_uuid",
+        "created_at",
+        "next_retry_at",
+        "remaining_retry",
+        "status",
+      ]);
+      const second = SmsReceiver.code(await sms.message(before + 1));
+      expect(second).not.to.equal(first);
+      expect((await check(sent.body.authentication_uuid, first)).body.status).to.equal("invalid");
+      expect((await check(sent.body.authentication_uuid, second)).body.status).to.equal("valid");
+      expect((await retry(sent.body.authentication_uuid)).body.status).to.equal("already_validated");
+    });
+
+    it("allows three retries, then answers rate_limited", async function () {
+      this.timeout(15_000);
+      const sent = await send();
+      for (const remaining of [2, 1, 0]) {
+        await new Promise((r) => setTimeout(r, 1050));
+        const r = await retry(sent.body.authentication_uuid);
+        expect(r.body).to.include({ status: "approved", remaining_retry: remaining });
+      }
+      await new Promise((r) => setTimeout(r, 1050));
+      expect((await retry(sent.body.authentication_uuid)).body).to.include({
+        status: "rate_limited",
+        remaining_retry: 0,
+        next_retry_at: "",
+      });
+    });
+
+    it("answers no_attempt and without_attempt for an authentication that sent nothing", async () => {
+      const spam = await post("/v1/authentication", { customer_uuid: c.uuid, phone_number: FR_PREMIUM });
+      expect(spam.body.status).to.equal("spam_detected");
+      expect((await retry(spam.body.authentication_uuid)).body.status).to.equal("no_attempt");
+      expect((await check(spam.body.authentication_uuid, "123456")).body.status).to.equal("without_attempt");
+    });
+  });
+
+  describe("abuse protection", () => {
+    it("answers the sixth send to one number within 10 minutes with rate_limited, sending and charging nothing", async () => {
+      const phone = freshNumber();
+      for (let i = 0; i < 5; i++) {
+        expect(
+          (await post("/v1/authentication", { customer_uuid: c.uuid, phone_number: phone })).body.status,
+        ).to.equal("pending");
+      }
+      const messages = sms.messages.length;
+      const money = await balance(c);
+      const sixth = await post("/v1/authentication", { customer_uuid: c.uuid, phone_number: phone });
+      expect(sixth.status).to.equal(200);
+      expect(sixth.body.status).to.equal("rate_limited");
+      expect(sixth.body.authentication_uuid).to.be.a("string");
+      expect(sms.messages.length).to.equal(messages);
+      expect(await balance(c)).to.equal(money);
+    });
+
+    it("flags a premium-rate number as spam_detected, sending and charging nothing", async () => {
+      const messages = sms.messages.length;
+      const money = await balance(c);
+      const r = await post("/v1/authentication", { customer_uuid: c.uuid, phone_number: FR_PREMIUM });
+      expect(r.body.status).to.equal("spam_detected");
+      expect(sms.messages.length).to.equal(messages);
+      expect(await balance(c)).to.equal(money);
+    });
+
+    it("flags a disposable number, and a number an operator marked shared-cost", async () => {
+      const disposable = freshNumber();
+      const shared = freshNumber();
+      await app.registry.lookupData.put(
+        new Map([
+          [disposable, { temporaryPhoneNumber: true }],
+          [shared, { lineType: "SharedCost" as const }],
+        ]),
+      );
+      expect(
+        (await post("/v1/authentication", { customer_uuid: c.uuid, phone_number: disposable })).body.status,
+      ).to.equal("spam_detected");
+      expect(
+        (await post("/v1/authentication", { customer_uuid: c.uuid, phone_number: shared })).body.status,
+      ).to.equal("spam_detected");
+    });
+
+    it("flags one IP reaching a sixth number within the hour", async () => {
+      const who = await newCustomer();
+      const ip = "203.0.113.9";
+      for (let i = 0; i < 5; i++) expect((await send({ ip }, who)).body.status).to.equal("pending");
+      expect((await send({ ip }, who)).body.status).to.equal("spam_detected");
+      expect((await send({ ip: "203.0.113.10" }, who)).body.status).to.equal("pending");
+    });
+
+    it("flags one device reaching a fourth number within the hour", async () => {
+      const who = await newCustomer();
+      for (let i = 0; i < 3; i++)
+        expect((await send({ device_id: "dev-1" }, who)).body.status).to.equal("pending");
+      expect((await send({ device_id: "dev-1" }, who)).body.status).to.equal("spam_detected");
+    });
+
+    it("flags a burst of sends into one number range (SMS pumping)", async () => {
+      const who = await newCustomer();
+      const base = 612_777_000;
+      const statuses: unknown[] = [];
+      for (let i = 0; i < 11; i++) {
+        statuses.push(
+          (await post("/v1/authentication", { customer_uuid: who.uuid, phone_number: `+33${base + i}` }, who))
+            .body.status,
+        );
+      }
+      expect(statuses.slice(0, 10).every((s) => s === "pending")).to.equal(true);
+      expect(statuses[10]).to.equal("spam_detected");
+    });
+  });
+
+  describe("billing", () => {
+    it("charges the destination country's price for each message", async () => {
+      const who = await newCustomer({ balance: 1_000_000 });
+      await send({}, who);
+      expect(await balance(who)).to.equal(950_000);
+    });
+
+    it("refuses with 402 negative_balance before anything is sent", async () => {
+      const who = await newCustomer({ balance: 40_000 });
+      const messages = sms.messages.length;
+      const r = await send({}, who);
+      expect(r.status).to.equal(402);
+      expect(r.body).to.include({ code: "negative_balance" });
+      expect(sms.messages.length).to.equal(messages);
+      expect(await balance(who)).to.equal(40_000);
+    });
+
+    it("refuses with 402 spending_limit_exceeded once this month's spend would pass the limit", async () => {
+      const who = await newCustomer({ balance: 10_000_000, limit: 100_000 });
+      expect((await send({}, who)).status).to.equal(200);
+      expect((await send({}, who)).status).to.equal(200);
+      const third = await send({}, who);
+      expect(third.status).to.equal(402);
+      expect(third.body).to.include({ code: "spending_limit_exceeded" });
+      expect(await balance(who)).to.equal(9_900_000);
+    });
+
+    it("refunds and frees the window when the provider does not accept the message", async () => {
+      const who = await newCustomer({ balance: 1_000_000 });
+      const phone = freshNumber();
+      sms.receiver.answer = () => 503;
+      try {
+        const r = await post("/v1/authentication", { customer_uuid: who.uuid, phone_number: phone }, who);
+        expect(r.status).to.equal(500);
+        expect(r.body).to.include({ code: "internal_server_error" });
+        expect(await balance(who)).to.equal(1_000_000);
+      } finally {
+        sms.receiver.answer = () => 200;
+      }
+      for (let i = 0; i < 5; i++) {
+        expect(
+          (await post("/v1/authentication", { customer_uuid: who.uuid, phone_number: phone }, who)).body
+            .status,
+        ).to.equal("pending");
+      }
+    });
+  });
+
+  describe("messages", () => {
+    it("writes the message in the requested locale, the number's language when unset, en-US when unsupported", async () => {
+      const cases: [Json, string][] = [
+        [{ locale: "de-DE" }, "de-DE"],
+        [{ locale: "es" }, "es"],
+        [{}, "fr-FR"],
+        [{ locale: "sv-SE" }, "en-US"],
+      ];
+      for (const [extra, locale] of cases) {
+        const before = sms.messages.length;
+        await send(extra);
+        expect((await sms.message(before)).locale, JSON.stringify(extra)).to.equal(locale);
+      }
+    });
+
+    it("uses a sender_id the account may use, and the default otherwise", async () => {
+      const who = await newCustomer({ senderIds: ["Acme"] });
+      let before = sms.messages.length;
+      await send({ sender_id: "Acme" }, who);
+      expect((await sms.message(before)).from).to.equal("Acme");
+      before = sms.messages.length;
+      await send({ sender_id: "Other" }, who);
+      expect((await sms.message(before)).from).to.equal("Ringfence");
+    });
+
+    it("picks a template variant, including one registered for the account", async () => {
+      const who = await newCustomer();
+      await app.registry.accounts.setTemplate(who.uuid, "brand", "fr", "Acme : votre code est {code}");
+      const before = sms.messages.length;
+      await send({ template_id: "brand" }, who);
+      const m = await sms.message(before);
+      expect(m.body).to.match(/^Acme : votre code est \d{6}$/);
+      const unknown = await send({ template_id: "nope" }, who);
+      expect(unknown.status).to.equal(400);
+      expect(String(unknown.body.message)).to.include("nope");
+    });
+
+    it("appends the Android SMS Retriever hash for app_realm", async () => {
+      const before = sms.messages.length;
+      await send({ device_type: "ANDROID", app_realm: "FA+9qCX9VSu" });
+      const m = await sms.message(before);
+      expect(m.body.startsWith("<#> ")).to.equal(true);
+      expect(m.body.endsWith("\nFA+9qCX9VSu")).to.equal(true);
+    });
+  });
+
+  describe("bad input", () => {
+    const cases: [string, Json, string][] = [
+      ["ip", { ip: "999.1.1.1" }, "ip"],
+      ["device_type", { device_type: "PHONE" }, "device_type"],
+      ["callback_url", { callback_url: "ftp://example.com/x" }, "callback_url"],
+      ["locale", { locale: "not a tag!" }, "locale"],
+      ["app_realm without ANDROID", { app_realm: "FA+9qCX9VSu", device_type: "IOS" }, "app_realm"],
+      ["app_realm shape", { app_realm: "short", device_type: "ANDROID" }, "app_realm"],
+      ["sender_id", { sender_id: "Much-Too-Long-Sender" }, "sender_id"],
+      ["unknown field", { colour: "blue" }, "colour"],
+      ["wrong type", { is_returning_user: "yes" }, "is_returning_user"],
+    ];
+    for (const [name, extra, field] of cases) {
+      it(`refuses a bad ${name} with 400 bad_request naming ${field}, storing and sending nothing`, async () => {
+        const keysBefore = await app.registry.redis.dbsize();
+        const messages = sms.messages.length;
+        const r = await send(extra);
+        expect(r.status).to.equal(400);
+        expect(r.body.code).to.equal("bad_request");
+        expect(String(r.body.message)).to.include(field);
+        expect(await app.registry.redis.dbsize()).to.equal(keysBefore);
+        expect(sms.messages.length).to.equal(messages);
+      });
+    }
+
+    it("refuses malformed JSON and an invalid number, and an unknown customer or key", async () => {
+      expect((await post("/v1/authentication", undefined, c, "{not json")).body.code).to.equal("bad_request");
+      const bad = await post("/v1/authentication", { customer_uuid: c.uuid, phone_number: "+1555" });
+      expect([bad.status, bad.body.code]).to.deep.equal([400, "invalid_phone_number"]);
+      const stranger = await post(
+        "/v1/authentication",
+        { customer_uuid: c.uuid, phone_number: FR_MOBILE },
+        { ...c, key: "rfk_wrong" },
+      );
+      expect([stranger.status, stranger.body.code]).to.deep.equal([401, "account_invalid"]);
+    });
+
+    it("refuses a malformed check_code or authentication_uuid, and an authentication of another customer", async () => {
+      const sent = await send();
+      expect((await check(sent.body.authentication_uuid, "12ab")).status).to.equal(400);
+      expect((await check("not-a-uuid", "123456")).status).to.equal(400);
+      const other = await newCustomer();
+      const r = await check(sent.body.authentication_uuid, "123456", other);
+      expect(r.status).to.equal(404);
+    });
+  });
+
+  describe("feedback", () => {
+    it("records onboarded and not_onboarded, with a uuid stable for a repeat", async () => {
+      const body = { customer_uuid: c.uuid, phone_number: FR_MOBILE, status: "onboarded" };
+      const a = await post("/v1/authentication/feedback", body);
+      const b = await post("/v1/authentication/feedback", body);
+      expect(a.status).to.equal(200);
+      expect(Object.keys(a.body)).to.deep.equal(["uuid"]);
+      expect(a.body.uuid).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(b.body.uuid).to.equal(a.body.uuid);
+      const not = await post("/v1/authentication/feedback", { ...body, status: "not_onboarded" });
+      expect(not.body.uuid).not.to.equal(a.body.uuid);
+      const bad = await post("/v1/authentication/feedback", { ...body, status: "maybe" });
+      expect([bad.status, bad.body.code]).to.deep.equal([400, "bad_request"]);
+      expect(String(bad.body.message)).to.include("status");
+    });
+  });
+
+  describe("events and webhooks", () => {
+    it("reads an authentication back with its events, and delivers them signed and in order to callback_url", async () => {
+      const before = sms.messages.length;
+      const sent = await send({ callback_url: hooks.url, correlation_id: "order-42" });
+      const code = SmsReceiver.code(await sms.message(before));
+      await check(sent.body.authentication_uuid, code === "000000" ? "111111" : "000000");
+      await check(sent.body.authentication_uuid, code);
+
+      const read = await fetch(`${app.baseUrl}/v1/authentication/${String(sent.body.authentication_uuid)}`, {
+        headers: { "customer-uuid": c.uuid, "x-api-key": c.key },
+      });
+      expect(read.status).to.equal(200);
+      const body = (await read.json()) as Json & { events: Json[] };
+      expect(body).to.include({
+        authentication_uuid: sent.body.authentication_uuid,
+        status: "pending",
+        validated: true,
+        checks: 2,
+      });
+      expect(
+        body.events.map((e) => [e.type, (e.payload as Json).action ?? null, (e.payload as Json).status]),
+      ).to.deep.equal([
+        ["authentication", null, "pending"],
+        ["attempt", "send", "sent"],
+        ["attempt", "check", "invalid"],
+        ["attempt", "check", "valid"],
+      ]);
+      expect(JSON.stringify(body)).not.to.include(code);
+
+      const delivered = await hooks.until(
+        (r) => r.filter((x) => x.body.includes(String(sent.body.authentication_uuid))).length >= 4,
+      );
+      const mine = delivered.filter((x) => x.body.includes(String(sent.body.authentication_uuid)));
+      expect(mine.map((x) => (JSON.parse(x.body) as Json).id)).to.deep.equal(body.events.map((e) => e.id));
+      for (const d of mine) {
+        const envelope = JSON.parse(d.body) as Json;
+        expect(envelope).to.include({ correlation_id: "order-42" });
+        expect(Object.keys(envelope).sort()).to.deep.equal([
+          "correlation_id",
+          "created_at",
+          "id",
+          "payload",
+          "type",
+        ]);
+        const header = String(d.headers["x-webhook-signature"]);
+        expect(verifyWebhook(c.webhookSecret, d.body, header, 300, Math.floor(Date.now() / 1000))).to.equal(
+          true,
+        );
+        expect(d.body).not.to.include(code);
+      }
+    });
+  });
+
+  describe("over gRPC", () => {
+    it("sends a code and checks it with a generated client, with the deprecation headers", async () => {
+      const client = new VerifyServiceClient(app.grpcAddress, insecure);
+      const md = metadata({ "x-api-key": c.key });
+      const phone = freshNumber();
+      const before = sms.messages.length;
+      const sent = await unary(
+        client.createAuthentication.bind(client),
+        {
+          customerUuid: c.uuid,
+          phoneNumber: phone,
+          ip: "",
+          deviceId: "",
+          deviceType: "",
+          appVersion: "",
+          senderId: "",
+          callbackUrl: "",
+          appRealm: "",
+          osVersion: "",
+          deviceModel: "",
+          templateId: "",
+          correlationId: "",
+          locale: "",
+        },
+        md,
+      );
+      expect(sent.err).to.equal(null);
+      expect(sent.res?.status).to.equal("pending");
+      expect(sent.headers?.get("deprecation")).to.deep.equal([V1_DEPRECATION]);
+      const code = SmsReceiver.code(await sms.message(before));
+      const wrong = await unary(
+        client.checkAuthentication.bind(client),
+        {
+          customerUuid: c.uuid,
+          authenticationUuid: sent.res?.authenticationUuid ?? "",
+          checkCode: code === "000000" ? "111111" : "000000",
+        },
+        md,
+      );
+      expect(wrong.res?.status).to.equal("invalid");
+      const right = await unary(
+        client.checkAuthentication.bind(client),
+        {
+          customerUuid: c.uuid,
+          authenticationUuid: sent.res?.authenticationUuid ?? "",
+          checkCode: code,
+        },
+        md,
+      );
+      expect(right.res?.status).to.equal("valid");
+      client.close();
+    });
+  });
+
+  describe("with an account made by the CLI", () => {
+    it("sends and checks a code", async () => {
+      const r = await runCli(
+        ["accounts", "create", "--name", "Cli", "--balance", "1.00"],
+        cliEnv(app.config),
+      );
+      const made = JSON.parse(r.stdout) as { customer_uuid: string; api_key: string; webhook_secret: string };
+      const who = { uuid: made.customer_uuid, key: made.api_key, webhookSecret: made.webhook_secret };
+      const before = sms.messages.length;
+      const sent = await send({}, who);
+      expect(sent.body.status).to.equal("pending");
+      const code = SmsReceiver.code(await sms.message(before));
+      expect((await check(sent.body.authentication_uuid, code, who)).body.status).to.equal("valid");
+    });
+  });
+
+  describe("privacy", () => {
+    it("keeps no code in clear text in any Redis key", async () => {
+      const codes = new Set(sms.messages.map((m) => SmsReceiver.code(m)));
+      expect(codes.size).to.be.greaterThan(10);
+      const { redis } = app.registry;
+      const dump: string[] = [];
+      let cursor = "0";
+      do {
+        const [next, keys] = await redis.scan(cursor, "COUNT", 500);
+        cursor = next;
+        for (const key of keys) {
+          const type = await redis.type(key);
+          if (type === "string") dump.push(key, (await redis.get(key)) ?? "");
+          if (type === "hash") dump.push(key, ...Object.entries(await redis.hgetall(key)).flat());
+          if (type === "list") dump.push(key, ...(await redis.lrange(key, 0, -1)));
+          if (type === "set") dump.push(key, ...(await redis.smembers(key)));
+          if (type === "zset") dump.push(key, ...(await redis.zrange(key, "0", "-1", "WITHSCORES")));
+        }
+      } while (cursor !== "0");
+      const text = dump.join("\n");
+      for (const code of codes)
+        expect(new RegExp(`(?<!\\d)${code}(?!\\d)`).test(text), `code ${code}`).to.equal(false);
+    });
+  });
+});
