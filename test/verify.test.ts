@@ -4,6 +4,7 @@ import { verifyWebhook } from "../src/webhooks/signature.js";
 import { V1_DEPRECATION } from "../src/v1/deprecation.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
+import { createLogger } from "../src/log.js";
 
 const FR_MOBILE = "+33612345678";
 const FR_PREMIUM = "+33891234567";
@@ -21,6 +22,7 @@ describe("V1 verification", () => {
   let sms: SmsReceiver;
   let hooks: Receiver;
   let c: Customer;
+  const logLines: string[] = [];
   let nextNumber = 612_000_100;
 
   /**
@@ -45,12 +47,15 @@ describe("V1 verification", () => {
     this.timeout(30_000);
     sms = await SmsReceiver.start();
     hooks = await Receiver.start();
-    app = await startTestApp({
-      SMS_PROVIDER: "http",
-      SMS_HTTP_URL: sms.url,
-      OTP_RETRY_INTERVAL_SECONDS: "1",
-      WEBHOOK_BACKOFF_BASE_MS: "50",
-    });
+    app = await startTestApp(
+      {
+        SMS_PROVIDER: "http",
+        SMS_HTTP_URL: sms.url,
+        OTP_RETRY_INTERVAL_SECONDS: "1",
+        WEBHOOK_BACKOFF_BASE_MS: "50",
+      },
+      createLogger("debug", (line) => logLines.push(line)),
+    );
     c = await newCustomer();
   });
   after(async () => {
@@ -610,11 +615,24 @@ describe("V1 verification", () => {
       expect(sent.body.status).to.equal("pending");
       const code = SmsReceiver.code(await sms.message(before));
       expect((await check(sent.body.authentication_uuid, code, who)).body.status).to.equal("valid");
+
+      const client = new VerifyServiceClient(app.grpcAddress, insecure);
+      const overGrpc = await unary(
+        client.checkAuthentication.bind(client),
+        {
+          customerUuid: who.uuid,
+          authenticationUuid: String(sent.body.authentication_uuid),
+          checkCode: code,
+        },
+        metadata({ "x-api-key": who.key }),
+      );
+      client.close();
+      expect(overGrpc.res?.status).to.equal("already_validated");
     });
   });
 
   describe("privacy", () => {
-    it("keeps no code in clear text in any Redis key", async () => {
+    it("keeps no code in clear text in any Redis key, nor in the log", async () => {
       const codes = new Set(sms.messages.map((m) => SmsReceiver.code(m)));
       expect(codes.size).to.be.greaterThan(10);
       const { redis } = app.registry;
@@ -633,8 +651,13 @@ describe("V1 verification", () => {
         }
       } while (cursor !== "0");
       const text = dump.join("\n");
-      for (const code of codes)
-        expect(new RegExp(`(?<!\\d)${code}(?!\\d)`).test(text), `code ${code}`).to.equal(false);
+      const logs = logLines.join("");
+      expect(logs, "the service logged something during these tests").not.to.equal("");
+      for (const code of codes) {
+        const pattern = new RegExp(`(?<!\\d)${code}(?!\\d)`);
+        expect(pattern.test(text), `code ${code} in Redis`).to.equal(false);
+        expect(pattern.test(logs), `code ${code} in the log`).to.equal(false);
+      }
     });
   });
 });

@@ -9,7 +9,7 @@ import {
   type ServiceError,
 } from "@grpc/grpc-js";
 import { loadConfig, type Config } from "../../src/config.js";
-import { silentLogger } from "../../src/log.js";
+import { silentLogger, type Logger } from "../../src/log.js";
 import { startApp, type RunningApp } from "../../src/app.js";
 import { freePort } from "./redis.js";
 import { testRedisUrl } from "./hooks.js";
@@ -46,13 +46,16 @@ export interface TestApp extends RunningApp {
 }
 
 /** The whole service in-process, on free ports, against the run's Redis, with its own key prefix. */
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+export async function startTestApp(
+  env: Record<string, string> = {},
+  log: Logger = silentLogger,
+): Promise<TestApp> {
   const config = testConfig({
     GRPC_PORT: String(await freePort()),
     HTTP_PORT: String(await freePort()),
     ...env,
   });
-  const app = await startApp(config, silentLogger);
+  const app = await startApp(config, log);
   return {
     ...app,
     config,
