@@ -1,0 +1,229 @@
+import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey } from "jose";
+import { z } from "zod";
+import type { Secrets } from "../../crypto/secrets.js";
+import { LuaScript, type Keys, type RedisClient } from "../../redis/client.js";
+
+/**
+ * The keys that sign access tokens (ES256), shared by every instance through Redis.
+ *
+ * Layout: one HASH, `<prefix>signing:{keys}`, so every script keeps to one Cluster slot:
+ * - `current` → the kid new tokens are signed with;
+ * - `key:<kid>` → JSON {kid, alg, public_jwk, private_sealed, created_at_ms, retired_at_ms?}, where
+ *   `private_sealed` is the private JWK encrypted with SECRETS_KEY (never stored in clear).
+ *
+ * A kid is the RFC 7638 thumbprint of the public key. Rotation stores the new key, marks the old
+ * current one retired and switches `current` in one script. A retired key stays published until
+ * retired_at + token lifetime + clock skew (the last token it signed has expired by then), and is
+ * then removed lazily by a script that rotate() and jwks() run. The current key is never removed.
+ *
+ * Each instance reads `current` on every call (one HGET), so a rotation made elsewhere is used at
+ * once; only the imported private key is kept in memory, so signing needs no decrypt per token.
+ */
+export interface SigningKey {
+  kid: string;
+  alg: "ES256";
+  privateKey: CryptoKey;
+  publicJwk: PublicJwk;
+}
+
+/** A published verification key: public members only. */
+export interface PublicJwk {
+  kty: "EC";
+  crv: "P-256";
+  x: string;
+  y: string;
+  kid: string;
+  use: "sig";
+  alg: "ES256";
+}
+
+export interface SigningKeys {
+  /** The key new tokens are signed with; creates the first key if none exists (race-safe across instances). */
+  current(): Promise<SigningKey>;
+  /** Adds a new key and makes it current; the previous one stays published until every token it signed has expired. */
+  rotate(): Promise<{ kid: string }>;
+  /** Public keys whose tokens may still be alive, current first. */
+  jwks(): Promise<{ keys: PublicJwk[] }>;
+}
+
+export interface SigningKeysOptions {
+  /** Lifetime of the tokens these keys sign: how long a retired key must stay published. */
+  tokenLifetimeSeconds: number;
+  /** Added to that retention for verifiers whose clocks run behind; default 60. */
+  clockSkewSeconds?: number;
+  /** Milliseconds since the epoch; tests move it. */
+  now?: () => number;
+}
+
+const ALG = "ES256";
+const CURRENT = "current";
+const field = (kid: string) => `key:${kid}`;
+
+const installFirstKey = LuaScript.fromFile(new URL("./install_first_signing_key.lua", import.meta.url));
+const rotateKey = LuaScript.fromFile(new URL("./rotate_signing_key.lua", import.meta.url));
+const pruneKeys = LuaScript.fromFile(new URL("./prune_signing_keys.lua", import.meta.url));
+
+const EcPublicJwk = z.object({
+  kty: z.literal("EC"),
+  crv: z.literal("P-256"),
+  x: z.string().min(1),
+  y: z.string().min(1),
+});
+const EcPrivateJwk = EcPublicJwk.extend({ d: z.string().min(1) });
+
+const StoredKey = z.object({
+  kid: z.string().min(1),
+  alg: z.literal(ALG),
+  public_jwk: EcPublicJwk,
+  private_sealed: z.string().min(1),
+  created_at_ms: z.number(),
+  retired_at_ms: z.number().optional(),
+});
+type StoredKey = z.infer<typeof StoredKey>;
+
+export class RedisSigningKeys implements SigningKeys {
+  private readonly hashKey: string;
+  private readonly retentionMs: number;
+  private readonly now: () => number;
+  /** The imported private key of the last current kid seen (or being imported). */
+  private cached: { kid: string; key: Promise<SigningKey> } | undefined;
+  /** The first-key creation under way in this instance, so concurrent callers share it. */
+  private creating: Promise<string> | undefined;
+
+  constructor(
+    private readonly redis: RedisClient,
+    keys: Keys,
+    private readonly secrets: Secrets,
+    options: SigningKeysOptions,
+  ) {
+    const skew = options.clockSkewSeconds ?? 60;
+    if (!(options.tokenLifetimeSeconds > 0) || !(skew >= 0)) {
+      throw new Error("tokenLifetimeSeconds must be positive and clockSkewSeconds not negative");
+    }
+    this.hashKey = keys.key("signing", "keys");
+    this.retentionMs = (options.tokenLifetimeSeconds + skew) * 1000;
+    this.now = options.now ?? Date.now;
+  }
+
+  async current(): Promise<SigningKey> {
+    const kid = await this.currentKid();
+    const cached = this.cached;
+    if (cached?.kid === kid) return cached.key;
+    const key = this.read(kid);
+    this.cached = { kid, key };
+    // A failed read is not cached: the next call tries again.
+    void key.catch(() => {
+      if (this.cached?.key === key) this.cached = undefined;
+    });
+    return key;
+  }
+
+  async rotate(): Promise<{ kid: string }> {
+    const made = await this.generate();
+    await rotateKey.run(this.redis, [this.hashKey], [made.key.kid, made.record, this.now()]);
+    this.remember(made.key);
+    await this.prune();
+    return { kid: made.key.kid };
+  }
+
+  async jwks(): Promise<{ keys: PublicJwk[] }> {
+    // Publish the key that will sign the first token before any token exists.
+    await this.currentKid();
+    const { current, records } = await this.prune();
+    const ordered = records.sort(
+      (a, b) => Number(b.kid === current) - Number(a.kid === current) || b.created_at_ms - a.created_at_ms,
+    );
+    return { keys: ordered.map(published) };
+  }
+
+  private async currentKid(): Promise<string> {
+    const kid = await this.redis.hget(this.hashKey, CURRENT);
+    if (kid !== null) return kid;
+    this.creating ??= this.installFirst().finally(() => {
+      this.creating = undefined;
+    });
+    return this.creating;
+  }
+
+  /** Generates a key and installs it unless another instance got there first; answers the current kid. */
+  private async installFirst(): Promise<string> {
+    const made = await this.generate();
+    const kid = z
+      .string()
+      .parse(await installFirstKey.run(this.redis, [this.hashKey], [made.key.kid, made.record]));
+    if (kid === made.key.kid) this.remember(made.key);
+    return kid;
+  }
+
+  private async prune(): Promise<{ current: string; records: StoredKey[] }> {
+    const answer = await pruneKeys.run(this.redis, [this.hashKey], [this.now(), this.retentionMs]);
+    const [current, ...raw] = z.array(z.string()).parse(answer);
+    return { current: current ?? "", records: raw.map((r) => StoredKey.parse(JSON.parse(r))) };
+  }
+
+  private remember(key: SigningKey): void {
+    this.cached = { kid: key.kid, key: Promise.resolve(key) };
+  }
+
+  private async read(kid: string): Promise<SigningKey> {
+    const raw = await this.redis.hget(this.hashKey, field(kid));
+    if (raw === null) throw new Error(`signing key ${kid} is missing from Redis`);
+    const record = StoredKey.parse(JSON.parse(raw));
+    let plain: string;
+    try {
+      plain = this.secrets.decrypt(record.private_sealed);
+    } catch (err) {
+      throw new Error(
+        `signing key ${kid} cannot be decrypted: SECRETS_KEY is not the one it was stored with`,
+        {
+          cause: err,
+        },
+      );
+    }
+    const jwk = EcPrivateJwk.parse(JSON.parse(plain));
+    return { kid, alg: ALG, privateKey: await importPrivate(jwk), publicJwk: published(record) };
+  }
+
+  private async generate(): Promise<{ key: SigningKey; record: string }> {
+    // Extractable once, to seal it; the key kept in memory is imported again, not extractable.
+    const pair = await generateKeyPair(ALG, { extractable: true });
+    const jwk = EcPrivateJwk.parse(await exportJWK(pair.privateKey));
+    const publicJwk = EcPublicJwk.parse(jwk);
+    const kid = await calculateJwkThumbprint(publicJwk, "sha256");
+    const record: StoredKey = {
+      kid,
+      alg: ALG,
+      public_jwk: publicJwk,
+      private_sealed: this.secrets.encrypt(JSON.stringify(jwk)),
+      created_at_ms: this.now(),
+    };
+    return {
+      key: { kid, alg: ALG, privateKey: await importPrivate(jwk), publicJwk: published(record) },
+      record: JSON.stringify(record),
+    };
+  }
+}
+
+function importPrivate(jwk: z.infer<typeof EcPrivateJwk>): Promise<CryptoKey> {
+  return importJWK(jwk, ALG, { extractable: false });
+}
+
+function published(record: StoredKey): PublicJwk {
+  const { kty, crv, x, y } = record.public_jwk;
+  return { kty, crv, x, y, kid: record.kid, use: "sig", alg: ALG };
+}
+
+/**
+ * Signs a JWT with the current key; header {alg: "ES256", kid, typ} (RFC 9068 `at+jwt` unless
+ * told otherwise). The caller supplies every claim, iat and exp included.
+ */
+export async function signAccessToken(
+  keys: SigningKeys,
+  claims: Record<string, unknown> & { iat: number; exp: number },
+  options: { typ?: string } = {},
+): Promise<string> {
+  const key = await keys.current();
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: options.typ ?? "at+jwt" })
+    .sign(key.privateKey);
+}
