@@ -20,6 +20,11 @@ import { recordReceipt, verifyHandlers, type VerifyDeps } from "./verify/service
 import { createSmsProvider, type SmsProvider } from "./messaging/sms.js";
 import { WebhookOutbox } from "./webhooks/outbox.js";
 import { createBlockingRedis } from "./redis/client.js";
+import { AppStore } from "./apps/store.js";
+import { ClientStore } from "./oauth/clients.js";
+import { RedisSigningKeys } from "./oauth/keys/signing-keys.js";
+import { oauthHandlers } from "./oauth/service.js";
+import { OAuthServiceService } from "./gen/ringfence/oauth/v1/oauth_service.js";
 
 /** Everything the domains need, built once from the validated config. */
 export interface Registry {
@@ -31,6 +36,9 @@ export interface Registry {
   accounts: RedisAccountStore;
   lookupData: RedisLookupData;
   verify: VerifyStore;
+  apps: AppStore;
+  clients: ClientStore;
+  signingKeys: RedisSigningKeys;
 }
 
 export async function openRegistry(config: Config, log: Logger): Promise<Registry> {
@@ -50,6 +58,11 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     accounts: new RedisAccountStore(redis, keys, secrets),
     lookupData: new RedisLookupData(redis, keys),
     verify: new VerifyStore(redis, keys),
+    apps: new AppStore(redis, keys, secrets),
+    clients: new ClientStore(redis, keys, secrets),
+    signingKeys: new RedisSigningKeys(redis, keys, secrets, {
+      tokenLifetimeSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+    }),
   };
 }
 
@@ -111,6 +124,17 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
   return [
     bindService(VerifyServiceService, verifyHandlers(verify), v1ServiceOptions(r.config, "verify")),
     bindService(
+      OAuthServiceService,
+      oauthHandlers({
+        apps: r.apps,
+        clients: r.clients,
+        keys: r.signingKeys,
+        issuer: r.config.ISSUER_URL,
+        lifetimeSeconds: r.config.ACCESS_TOKEN_TTL_SECONDS,
+      }),
+      { dialect: "session", methodDialects: { createToken: "oauth" } },
+    ),
+    bindService(
       LookupServiceService,
       lookupHandlers({ accounts: r.accounts, secrets: r.secrets, data: r.lookupData }),
       v1ServiceOptions(r.config, "lookup"),
@@ -134,6 +158,8 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   const registry = await openRegistry(config, log);
   // Build the static number indexes now rather than on the first caller's lookup.
   await preloadNumberData();
+  // The first signing key exists before the first token; a wrong SECRETS_KEY fails here, not per call.
+  await registry.signingKeys.current();
   const delivery = openDelivery(registry);
   await delivery.outbox.start();
   const bindings = services(registry, delivery);

@@ -15,6 +15,7 @@ import {
   type StoredAccount,
 } from "./accounts/account.js";
 import { isBcp47, validateTemplateText } from "./messaging/templates.js";
+import { NewAppInput } from "./apps/app.js";
 import { ImportError, IMPORT_COLUMNS, parseImport } from "./lookup/lookup-data.js";
 
 /** Bad input: one line on stderr, exit 2. */
@@ -147,6 +148,37 @@ accounts
       print(showAccount(account));
     });
   });
+
+program
+  .command("apps")
+  .description("manage apps of the session service")
+  .addCommand(
+    new Command("create")
+      .description("create an app; prints {app_id, management_api_key} (the key is shown only once)")
+      .requiredOption("--name <name>", "app name")
+      .action(async (opts: { name: string }) => {
+        const { name } = parseOrThrow(NewAppInput, { name: opts.name });
+        await withRegistry(async (r) => {
+          const { app, managementApiKey } = await r.apps.create(name);
+          print({ app_id: app.appId, management_api_key: managementApiKey });
+        });
+      }),
+  );
+
+program
+  .command("keys")
+  .description("token signing keys")
+  .addCommand(
+    new Command("rotate")
+      .description(
+        "add a signing key that new tokens use; the old one stays in the JWKS until its tokens expire",
+      )
+      .action(async () => {
+        await withRegistry(async (r) => {
+          print(await r.signingKeys.rotate());
+        });
+      }),
+  );
 
 program
   .command("lookup-data")

@@ -102,6 +102,7 @@ const schema = z
       .refine((v) => Buffer.from(v, "base64").length === 32, "must be 32 bytes in base64")
       .optional(),
     V1_AFTER_SUNSET: z.enum(["serve", "gone"]).default("serve"),
+    ACCESS_TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86_400).default(3_600),
     MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(10_485_760).default(65_536),
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
     LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),

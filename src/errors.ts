@@ -22,6 +22,15 @@ export const ERRORS = {
   payload_too_large: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 413 },
   unsupported_media_type: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 415 },
   unavailable: { grpc: GrpcStatus.UNAVAILABLE, http: 503 },
+  // Session service management calls: a missing or wrong management key (decisions section 5).
+  unauthorized: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
+  // Token endpoint, RFC 6749 section 5.2 (decisions section 5).
+  invalid_request: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_client: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
+  invalid_grant: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  unauthorized_client: { grpc: GrpcStatus.PERMISSION_DENIED, http: 400 },
+  unsupported_grant_type: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_scope: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
 } as const satisfies Record<string, { grpc: GrpcStatus; http: number }>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -38,8 +47,21 @@ export const V1_ERROR_CODES = [
   "bad_request",
 ] as const satisfies readonly ErrorCode[];
 
-/** Body shapes of the API families: V1 `{code, message, doc_url}`, session `{code, message}`. */
-export type ErrorDialect = "v1" | "session";
+/** The RFC 6749 section 5.2 error codes of the token endpoint. */
+export const OAUTH_ERROR_CODES = [
+  "invalid_request",
+  "invalid_client",
+  "invalid_grant",
+  "unauthorized_client",
+  "unsupported_grant_type",
+  "invalid_scope",
+] as const satisfies readonly ErrorCode[];
+
+/**
+ * Body shapes of the API families: V1 `{code, message, doc_url}`, session `{code, message}`,
+ * OAuth token endpoint `{error, error_description}`.
+ */
+export type ErrorDialect = "v1" | "session" | "oauth";
 
 export class RingfenceError extends Error {
   override readonly name = "RingfenceError";
@@ -72,17 +94,29 @@ const V1_BODY_CODE: Partial<Record<ErrorCode, string>> = {
   unsupported_media_type: "bad_request",
 };
 
+/** What other codes become at the token endpoint, whose error codes are RFC 6749's. */
+const OAUTH_BODY_CODE: Partial<Record<ErrorCode, string>> = {
+  internal_server_error: "server_error",
+  unavailable: "temporarily_unavailable",
+};
+
 /** The one place where an error becomes what a caller receives, over gRPC and over HTTP. */
 export function toWire(err: unknown, dialect: ErrorDialect, docsUrl: string): WireError {
   const e = asRingfenceError(err);
   const { grpc, http } = ERRORS[e.code];
-  const body: Record<string, unknown> =
-    dialect === "v1"
-      ? (() => {
-          const code = V1_BODY_CODE[e.code] ?? e.code;
-          return { code, message: e.message, doc_url: `${docsUrl}/errors#${code}` };
-        })()
-      : { code: e.code, message: e.message, ...e.details };
+  let body: Record<string, unknown>;
+  if (dialect === "v1") {
+    const code = V1_BODY_CODE[e.code] ?? e.code;
+    body = { code, message: e.message, doc_url: `${docsUrl}/errors#${code}` };
+  } else if (dialect === "oauth") {
+    const oauth = (OAUTH_ERROR_CODES as readonly string[]).includes(e.code);
+    body = {
+      error: oauth ? e.code : (OAUTH_BODY_CODE[e.code] ?? "invalid_request"),
+      error_description: e.message,
+    };
+  } else {
+    body = { code: e.code, message: e.message, ...e.details };
+  }
   return { grpcStatus: grpc, httpStatus: http, message: e.message, body, headers: { ...e.headers } };
 }
 

@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cliEnv, runCli, startTestApp, type TestApp } from "./support/app.js";
 
-describe("ringfence CLI", () => {
+describe("ringfence CLI", function () {
+  // Each command is a fresh Node process compiling TypeScript: seconds apiece on a loaded machine.
+  this.timeout(90_000);
   let app: TestApp;
   let env: Record<string, string>;
   const dir = mkdtempSync(join(tmpdir(), "ringfence-cli-"));

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
-import { ERRORS, RingfenceError, toWire, V1_ERROR_CODES } from "../src/errors.js";
+import { ERRORS, OAUTH_ERROR_CODES, RingfenceError, toWire, V1_ERROR_CODES } from "../src/errors.js";
 
 const DOCS = "https://docs.example";
 
@@ -50,6 +50,35 @@ describe("error mapping", () => {
     expect(wire).to.deep.include({ httpStatus: 503, grpcStatus: status.UNAVAILABLE });
     expect(wire.headers).to.have.property("retry-after");
     expect(wire.body).to.include({ code: "internal_server_error" });
+  });
+
+  const oauthDecided: [string, number][] = [
+    ["invalid_request", 400],
+    ["invalid_client", 401],
+    ["invalid_grant", 400],
+    ["unauthorized_client", 400],
+    ["unsupported_grant_type", 400],
+    ["invalid_scope", 400],
+  ];
+  it("knows every RFC 6749 token error code", () => {
+    expect([...OAUTH_ERROR_CODES].sort()).to.deep.equal(oauthDecided.map(([c]) => c).sort());
+  });
+  for (const [code, http] of oauthDecided) {
+    it(`answers ${code} at the token endpoint with HTTP ${http} and {error, error_description}`, () => {
+      const wire = toWire(new RingfenceError(code as keyof typeof ERRORS, "why"), "oauth", DOCS);
+      expect(wire.httpStatus).to.equal(http);
+      expect(wire.body).to.deep.equal({ error: code, error_description: "why" });
+    });
+  }
+
+  it("turns other failures at the token endpoint into RFC 6749 codes", () => {
+    expect(toWire(new RingfenceError("bad_request", "x"), "oauth", DOCS).body).to.include({
+      error: "invalid_request",
+    });
+    expect(toWire(new Error("boom"), "oauth", DOCS).body).to.include({ error: "server_error" });
+    expect(toWire(new Error("connect ECONNREFUSED"), "oauth", DOCS).body).to.include({
+      error: "temporarily_unavailable",
+    });
   });
 
   it("uses {code, message} and its details for the session family", () => {

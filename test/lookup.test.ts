@@ -318,6 +318,7 @@ describe("V1 lookup", () => {
       expect(services.sort(), "the served services, not the ones only declared").to.deep.equal([
         "grpc.health.v1.Health",
         "ringfence.lookup.v1.LookupService",
+        "ringfence.oauth.v1.OAuthService",
         "ringfence.verify.v1.VerifyService",
       ]);
       const descriptor = await reflection.getDescriptorBySymbol("ringfence.lookup.v1.LookupService");

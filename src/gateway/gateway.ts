@@ -123,7 +123,7 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
     req.resume();
     sendError(
       res,
-      binding.dialect,
+      binding.dialectOf(badEncoding.route.method),
       deps.docsUrl,
       new RingfenceError("bad_request", badEncoding.message),
       binding.headers,
@@ -151,7 +151,7 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
     request = route.definition.requestDeserialize(Buffer.from(toBinary(route.input, message)));
   } catch (err) {
     const e = err instanceof RingfenceError ? err : new RingfenceError("bad_request", cleanMessage(err));
-    sendError(res, binding.dialect, deps.docsUrl, e, binding.headers);
+    sendError(res, binding.dialectOf(route.method), deps.docsUrl, e, binding.headers);
     return;
   }
 

@@ -22,7 +22,8 @@ export interface ServiceBinding {
   readonly definition: ServiceDefinition;
   /** Fully qualified proto name, e.g. `ringfence.lookup.v1.LookupService`. */
   readonly serviceName: string;
-  readonly dialect: ErrorDialect;
+  /** The error body family of a method. */
+  readonly dialectOf: (method: string) => ErrorDialect;
   /** Response headers on every answer, success or error (V1 deprecation headers). */
   readonly headers: Readonly<Record<string, string>>;
   /** Runs before every handler; throws to refuse the call (V1 after its sunset). */
@@ -33,14 +34,20 @@ export interface ServiceBinding {
 export function bindService<S extends ServiceDefinition>(
   definition: S,
   handlers: Handlers<S>,
-  options: { dialect: ErrorDialect; headers?: Record<string, string>; guard?: () => void },
+  options: {
+    dialect: ErrorDialect;
+    /** Methods whose errors take another family (the token endpoint among management calls). */
+    methodDialects?: Partial<Record<keyof S & string, ErrorDialect>>;
+    headers?: Record<string, string>;
+    guard?: () => void;
+  },
 ): ServiceBinding {
   const first = Object.values(definition)[0];
   if (first === undefined) throw new Error("a service without methods cannot be served");
   return {
     definition,
     serviceName: first.path.split("/")[1] ?? "",
-    dialect: options.dialect,
+    dialectOf: (method) => options.methodDialects?.[method] ?? options.dialect,
     headers: options.headers ?? {},
     guard: options.guard ?? (() => undefined),
     handlers,
@@ -80,7 +87,7 @@ export async function invoke(
     binding.guard();
     return { ok: true, response: await handler(request, ctx), headers };
   } catch (err) {
-    const error = toWire(err, binding.dialect, deps.docsUrl);
+    const error = toWire(err, binding.dialectOf(method), deps.docsUrl);
     if (!(err instanceof RingfenceError)) {
       deps.log.error("call failed", {
         method: `${binding.serviceName}/${method}`,

@@ -50,9 +50,11 @@ export async function startTestApp(
   env: Record<string, string> = {},
   log: Logger = silentLogger,
 ): Promise<TestApp> {
+  const httpPort = await freePort();
   const config = testConfig({
     GRPC_PORT: String(await freePort()),
-    HTTP_PORT: String(await freePort()),
+    HTTP_PORT: String(httpPort),
+    ISSUER_URL: process.env.GATEWAY_URL ?? `http://127.0.0.1:${httpPort}`,
     ...env,
   });
   const app = await startApp(config, log);

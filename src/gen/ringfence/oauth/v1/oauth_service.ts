@@ -5,25 +5,1280 @@
 // source: ringfence/oauth/v1/oauth_service.proto
 
 /* eslint-disable */
+import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import {
+  type CallOptions,
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientUnaryCall,
+  type handleUnaryCall,
   makeGenericClientConstructor,
+  type Metadata,
+  type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { HttpBody } from "../../../google/api/httpbody.js";
+
+/** CreateClientRequest is the client to register. */
+export interface CreateClientRequest {
+  /** The app the client belongs to. */
+  appId: string;
+  /** Human-readable name. Required. */
+  clientName: string;
+  /** URL where the application operates (http or https). Required. */
+  providerUrl: string;
+  /** Redirect URIs; may be empty for client credentials clients. */
+  redirectUris: string[];
+  /** Scopes the client may request; tokens can only carry scopes registered here. */
+  scopes: string[];
+  /** For server tokens exactly `["client_credentials"]`. Required. */
+  grantTypes: string[];
+}
+
+/** CreateClientResponse is the registered client, with its secret (returned once). */
+export interface CreateClientResponse {
+  /** Identifier of the client. */
+  clientId: string;
+  /** The secret, returned only at registration; if lost, the client must be replaced. */
+  clientSecret: string;
+  /** As registered. */
+  clientName: string;
+  /** As registered. */
+  providerUrl: string;
+  /** As registered. */
+  redirectUris: string[];
+  /** As registered. */
+  scopes: string[];
+  /** As registered. */
+  grantTypes: string[];
+  /** The app the client belongs to. */
+  appId: string;
+  /** Registration time, Unix seconds. */
+  clientIdIssuedAt: number;
+}
+
+/** DeleteClientRequest names the client to delete. */
+export interface DeleteClientRequest {
+  /** The app the client belongs to. */
+  appId: string;
+  /** The client to delete. */
+  clientId: string;
+}
+
+/** DeleteClientResponse is empty: REST answers 204 No Content. */
+export interface DeleteClientResponse {
+}
+
+/** AddAppScopeRequest is the scope to allow. */
+export interface AddAppScopeRequest {
+  /** The app. */
+  appId: string;
+  /** A scope token (RFC 6749 section 3.3), for example `svc:pwd:write`. */
+  scope: string;
+}
+
+/** AddAppScopeResponse lists the app's allowed scopes. */
+export interface AddAppScopeResponse {
+  /** The app. */
+  appId: string;
+  /** Every allowed scope, sorted. */
+  scopes: string[];
+}
+
+/** CreateTokenRequest carries the raw token request. */
+export interface CreateTokenRequest {
+  /** The form-urlencoded request body with its content type. */
+  httpBody: HttpBody | undefined;
+}
+
+/** CreateTokenResponse is the access token response (RFC 6749 section 5.1). */
+export interface CreateTokenResponse {
+  /** The signed JWT. */
+  accessToken: string;
+  /** Always `Bearer`. */
+  tokenType: string;
+  /** Lifetime in seconds. */
+  expiresIn: number;
+  /** Space-separated granted scopes; empty when none was asked. */
+  scope: string;
+}
+
+/** GetJwksRequest is empty. */
+export interface GetJwksRequest {
+}
+
+/** JsonWebKey is a public signing key (RFC 7517), EC P-256 for ES256. */
+export interface JsonWebKey {
+  /** Key type: `EC`. */
+  kty: string;
+  /** Curve: `P-256`. */
+  crv: string;
+  /** X coordinate, base64url. */
+  x: string;
+  /** Y coordinate, base64url. */
+  y: string;
+  /** Key id, the RFC 7638 thumbprint; tokens name it in their `kid` header. */
+  kid: string;
+  /** `sig`. */
+  use: string;
+  /** `ES256`. */
+  alg: string;
+}
+
+/** GetJwksResponse is the key set. */
+export interface GetJwksResponse {
+  /** The keys, the current one first. */
+  keys: JsonWebKey[];
+}
+
+/** GetAuthorizationServerMetadataRequest is empty. */
+export interface GetAuthorizationServerMetadataRequest {
+}
+
+/** GetAuthorizationServerMetadataResponse is RFC 8414 metadata. */
+export interface GetAuthorizationServerMetadataResponse {
+  /** The issuer, as in the tokens' `iss`. */
+  issuer: string;
+  /** The token endpoint. */
+  tokenEndpoint: string;
+  /** The key set. */
+  jwksUri: string;
+  /** `client_credentials`. */
+  grantTypesSupported: string[];
+  /** `client_secret_basic`, `client_secret_post`. */
+  tokenEndpointAuthMethodsSupported: string[];
+  /** None: this issuer has no authorization endpoint. */
+  responseTypesSupported: string[];
+}
+
+function createBaseCreateClientRequest(): CreateClientRequest {
+  return { appId: "", clientName: "", providerUrl: "", redirectUris: [], scopes: [], grantTypes: [] };
+}
+
+export const CreateClientRequest: MessageFns<CreateClientRequest> = {
+  encode(message: CreateClientRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.appId !== "") {
+      writer.uint32(10).string(message.appId);
+    }
+    if (message.clientName !== "") {
+      writer.uint32(18).string(message.clientName);
+    }
+    if (message.providerUrl !== "") {
+      writer.uint32(26).string(message.providerUrl);
+    }
+    for (const v of message.redirectUris) {
+      writer.uint32(34).string(v!);
+    }
+    for (const v of message.scopes) {
+      writer.uint32(42).string(v!);
+    }
+    for (const v of message.grantTypes) {
+      writer.uint32(50).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateClientRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateClientRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.clientName = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.providerUrl = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.redirectUris.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.scopes.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.grantTypes.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCreateClientResponse(): CreateClientResponse {
+  return {
+    clientId: "",
+    clientSecret: "",
+    clientName: "",
+    providerUrl: "",
+    redirectUris: [],
+    scopes: [],
+    grantTypes: [],
+    appId: "",
+    clientIdIssuedAt: 0,
+  };
+}
+
+export const CreateClientResponse: MessageFns<CreateClientResponse> = {
+  encode(message: CreateClientResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.clientId !== "") {
+      writer.uint32(10).string(message.clientId);
+    }
+    if (message.clientSecret !== "") {
+      writer.uint32(18).string(message.clientSecret);
+    }
+    if (message.clientName !== "") {
+      writer.uint32(26).string(message.clientName);
+    }
+    if (message.providerUrl !== "") {
+      writer.uint32(34).string(message.providerUrl);
+    }
+    for (const v of message.redirectUris) {
+      writer.uint32(42).string(v!);
+    }
+    for (const v of message.scopes) {
+      writer.uint32(50).string(v!);
+    }
+    for (const v of message.grantTypes) {
+      writer.uint32(58).string(v!);
+    }
+    if (message.appId !== "") {
+      writer.uint32(66).string(message.appId);
+    }
+    if (message.clientIdIssuedAt !== 0) {
+      writer.uint32(72).int32(message.clientIdIssuedAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateClientResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateClientResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.clientId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.clientSecret = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.clientName = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.providerUrl = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.redirectUris.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.scopes.push(reader.string());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.grantTypes.push(reader.string());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.clientIdIssuedAt = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDeleteClientRequest(): DeleteClientRequest {
+  return { appId: "", clientId: "" };
+}
+
+export const DeleteClientRequest: MessageFns<DeleteClientRequest> = {
+  encode(message: DeleteClientRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.appId !== "") {
+      writer.uint32(10).string(message.appId);
+    }
+    if (message.clientId !== "") {
+      writer.uint32(18).string(message.clientId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteClientRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteClientRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.clientId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDeleteClientResponse(): DeleteClientResponse {
+  return {};
+}
+
+export const DeleteClientResponse: MessageFns<DeleteClientResponse> = {
+  encode(_: DeleteClientResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteClientResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteClientResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseAddAppScopeRequest(): AddAppScopeRequest {
+  return { appId: "", scope: "" };
+}
+
+export const AddAppScopeRequest: MessageFns<AddAppScopeRequest> = {
+  encode(message: AddAppScopeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.appId !== "") {
+      writer.uint32(10).string(message.appId);
+    }
+    if (message.scope !== "") {
+      writer.uint32(18).string(message.scope);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AddAppScopeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAddAppScopeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.scope = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseAddAppScopeResponse(): AddAppScopeResponse {
+  return { appId: "", scopes: [] };
+}
+
+export const AddAppScopeResponse: MessageFns<AddAppScopeResponse> = {
+  encode(message: AddAppScopeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.appId !== "") {
+      writer.uint32(10).string(message.appId);
+    }
+    for (const v of message.scopes) {
+      writer.uint32(18).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AddAppScopeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAddAppScopeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.scopes.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCreateTokenRequest(): CreateTokenRequest {
+  return { httpBody: undefined };
+}
+
+export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
+  encode(message: CreateTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.httpBody !== undefined) {
+      HttpBody.encode(message.httpBody, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateTokenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.httpBody = HttpBody.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCreateTokenResponse(): CreateTokenResponse {
+  return { accessToken: "", tokenType: "", expiresIn: 0, scope: "" };
+}
+
+export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
+  encode(message: CreateTokenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.accessToken !== "") {
+      writer.uint32(10).string(message.accessToken);
+    }
+    if (message.tokenType !== "") {
+      writer.uint32(18).string(message.tokenType);
+    }
+    if (message.expiresIn !== 0) {
+      writer.uint32(24).int32(message.expiresIn);
+    }
+    if (message.scope !== "") {
+      writer.uint32(34).string(message.scope);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTokenResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateTokenResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.accessToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tokenType = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.expiresIn = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.scope = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseGetJwksRequest(): GetJwksRequest {
+  return {};
+}
+
+export const GetJwksRequest: MessageFns<GetJwksRequest> = {
+  encode(_: GetJwksRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetJwksRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetJwksRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseJsonWebKey(): JsonWebKey {
+  return { kty: "", crv: "", x: "", y: "", kid: "", use: "", alg: "" };
+}
+
+export const JsonWebKey: MessageFns<JsonWebKey> = {
+  encode(message: JsonWebKey, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.kty !== "") {
+      writer.uint32(10).string(message.kty);
+    }
+    if (message.crv !== "") {
+      writer.uint32(18).string(message.crv);
+    }
+    if (message.x !== "") {
+      writer.uint32(26).string(message.x);
+    }
+    if (message.y !== "") {
+      writer.uint32(34).string(message.y);
+    }
+    if (message.kid !== "") {
+      writer.uint32(42).string(message.kid);
+    }
+    if (message.use !== "") {
+      writer.uint32(50).string(message.use);
+    }
+    if (message.alg !== "") {
+      writer.uint32(58).string(message.alg);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): JsonWebKey {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJsonWebKey();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.kty = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.crv = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.x = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.y = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kid = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.use = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.alg = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseGetJwksResponse(): GetJwksResponse {
+  return { keys: [] };
+}
+
+export const GetJwksResponse: MessageFns<GetJwksResponse> = {
+  encode(message: GetJwksResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.keys) {
+      JsonWebKey.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetJwksResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetJwksResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.keys.push(JsonWebKey.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseGetAuthorizationServerMetadataRequest(): GetAuthorizationServerMetadataRequest {
+  return {};
+}
+
+export const GetAuthorizationServerMetadataRequest: MessageFns<GetAuthorizationServerMetadataRequest> = {
+  encode(_: GetAuthorizationServerMetadataRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetAuthorizationServerMetadataRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetAuthorizationServerMetadataRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseGetAuthorizationServerMetadataResponse(): GetAuthorizationServerMetadataResponse {
+  return {
+    issuer: "",
+    tokenEndpoint: "",
+    jwksUri: "",
+    grantTypesSupported: [],
+    tokenEndpointAuthMethodsSupported: [],
+    responseTypesSupported: [],
+  };
+}
+
+export const GetAuthorizationServerMetadataResponse: MessageFns<GetAuthorizationServerMetadataResponse> = {
+  encode(message: GetAuthorizationServerMetadataResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.issuer !== "") {
+      writer.uint32(10).string(message.issuer);
+    }
+    if (message.tokenEndpoint !== "") {
+      writer.uint32(18).string(message.tokenEndpoint);
+    }
+    if (message.jwksUri !== "") {
+      writer.uint32(26).string(message.jwksUri);
+    }
+    for (const v of message.grantTypesSupported) {
+      writer.uint32(34).string(v!);
+    }
+    for (const v of message.tokenEndpointAuthMethodsSupported) {
+      writer.uint32(42).string(v!);
+    }
+    for (const v of message.responseTypesSupported) {
+      writer.uint32(50).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetAuthorizationServerMetadataResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetAuthorizationServerMetadataResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.issuer = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tokenEndpoint = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.jwksUri = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.grantTypesSupported.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.tokenEndpointAuthMethodsSupported.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.responseTypesSupported.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
 
 /**
- * OAuthService: server tokens: OAuth clients and the client-credentials token endpoint.
- * Its methods and google.api.http annotations are added with the capability that implements them.
+ * OAuthService issues server tokens: apps register OAuth clients, and clients exchange their
+ * credentials for a signed access token (client credentials grant, RFC 6749 section 4.4) that
+ * any backend verifies with the key set at /.well-known/jwks.json.
+ *
+ * Management calls (clients, scopes) take `authorization: Bearer <management_api_key>` of the
+ * app in the path; their errors are `{code, message}`. The token endpoint answers errors as RFC
+ * 6749 section 5.2 says: `{error, error_description}`.
  */
 export type OAuthServiceService = typeof OAuthServiceService;
-export const OAuthServiceService = {} as const;
+export const OAuthServiceService = {
+  /**
+   * CreateClient registers an OAuth client of the app. The answer holds the client_secret, shown
+   * this once only.
+   */
+  createClient: {
+    path: "/ringfence.oauth.v1.OAuthService/CreateClient" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateClientRequest): Buffer => Buffer.from(CreateClientRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateClientRequest => CreateClientRequest.decode(value),
+    responseSerialize: (value: CreateClientResponse): Buffer =>
+      Buffer.from(CreateClientResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateClientResponse => CreateClientResponse.decode(value),
+  },
+  /** DeleteClient deletes an OAuth client; its secret stops working at once. */
+  deleteClient: {
+    path: "/ringfence.oauth.v1.OAuthService/DeleteClient" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteClientRequest): Buffer => Buffer.from(DeleteClientRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteClientRequest => DeleteClientRequest.decode(value),
+    responseSerialize: (value: DeleteClientResponse): Buffer =>
+      Buffer.from(DeleteClientResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteClientResponse => DeleteClientResponse.decode(value),
+  },
+  /** AddAppScope adds a scope to the app's allowed scopes (idempotent) and returns them all. */
+  addAppScope: {
+    path: "/ringfence.oauth.v1.OAuthService/AddAppScope" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AddAppScopeRequest): Buffer => Buffer.from(AddAppScopeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AddAppScopeRequest => AddAppScopeRequest.decode(value),
+    responseSerialize: (value: AddAppScopeResponse): Buffer => Buffer.from(AddAppScopeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AddAppScopeResponse => AddAppScopeResponse.decode(value),
+  },
+  /**
+   * CreateToken is the token endpoint: `application/x-www-form-urlencoded` with grant_type,
+   * client_id, client_secret and scope, or the client credentials in HTTP Basic. Over gRPC,
+   * send the same form as `http_body` (content_type and data) and Basic in `authorization`.
+   */
+  createToken: {
+    path: "/ringfence.oauth.v1.OAuthService/CreateToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateTokenRequest): Buffer => Buffer.from(CreateTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateTokenRequest => CreateTokenRequest.decode(value),
+    responseSerialize: (value: CreateTokenResponse): Buffer => Buffer.from(CreateTokenResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateTokenResponse => CreateTokenResponse.decode(value),
+  },
+  /** GetJwks returns the public keys of every signing key whose tokens may still be alive. */
+  getJwks: {
+    path: "/ringfence.oauth.v1.OAuthService/GetJwks" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetJwksRequest): Buffer => Buffer.from(GetJwksRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetJwksRequest => GetJwksRequest.decode(value),
+    responseSerialize: (value: GetJwksResponse): Buffer => Buffer.from(GetJwksResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetJwksResponse => GetJwksResponse.decode(value),
+  },
+  /** GetAuthorizationServerMetadata returns the RFC 8414 metadata of this issuer. */
+  getAuthorizationServerMetadata: {
+    path: "/ringfence.oauth.v1.OAuthService/GetAuthorizationServerMetadata" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetAuthorizationServerMetadataRequest): Buffer =>
+      Buffer.from(GetAuthorizationServerMetadataRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetAuthorizationServerMetadataRequest =>
+      GetAuthorizationServerMetadataRequest.decode(value),
+    responseSerialize: (value: GetAuthorizationServerMetadataResponse): Buffer =>
+      Buffer.from(GetAuthorizationServerMetadataResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetAuthorizationServerMetadataResponse =>
+      GetAuthorizationServerMetadataResponse.decode(value),
+  },
+} as const;
 
 export interface OAuthServiceServer extends UntypedServiceImplementation {
+  /**
+   * CreateClient registers an OAuth client of the app. The answer holds the client_secret, shown
+   * this once only.
+   */
+  createClient: handleUnaryCall<CreateClientRequest, CreateClientResponse>;
+  /** DeleteClient deletes an OAuth client; its secret stops working at once. */
+  deleteClient: handleUnaryCall<DeleteClientRequest, DeleteClientResponse>;
+  /** AddAppScope adds a scope to the app's allowed scopes (idempotent) and returns them all. */
+  addAppScope: handleUnaryCall<AddAppScopeRequest, AddAppScopeResponse>;
+  /**
+   * CreateToken is the token endpoint: `application/x-www-form-urlencoded` with grant_type,
+   * client_id, client_secret and scope, or the client credentials in HTTP Basic. Over gRPC,
+   * send the same form as `http_body` (content_type and data) and Basic in `authorization`.
+   */
+  createToken: handleUnaryCall<CreateTokenRequest, CreateTokenResponse>;
+  /** GetJwks returns the public keys of every signing key whose tokens may still be alive. */
+  getJwks: handleUnaryCall<GetJwksRequest, GetJwksResponse>;
+  /** GetAuthorizationServerMetadata returns the RFC 8414 metadata of this issuer. */
+  getAuthorizationServerMetadata: handleUnaryCall<
+    GetAuthorizationServerMetadataRequest,
+    GetAuthorizationServerMetadataResponse
+  >;
 }
 
 export interface OAuthServiceClient extends Client {
+  /**
+   * CreateClient registers an OAuth client of the app. The answer holds the client_secret, shown
+   * this once only.
+   */
+  createClient(
+    request: CreateClientRequest,
+    callback: (error: ServiceError | null, response: CreateClientResponse) => void,
+  ): ClientUnaryCall;
+  createClient(
+    request: CreateClientRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateClientResponse) => void,
+  ): ClientUnaryCall;
+  createClient(
+    request: CreateClientRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateClientResponse) => void,
+  ): ClientUnaryCall;
+  /** DeleteClient deletes an OAuth client; its secret stops working at once. */
+  deleteClient(
+    request: DeleteClientRequest,
+    callback: (error: ServiceError | null, response: DeleteClientResponse) => void,
+  ): ClientUnaryCall;
+  deleteClient(
+    request: DeleteClientRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteClientResponse) => void,
+  ): ClientUnaryCall;
+  deleteClient(
+    request: DeleteClientRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteClientResponse) => void,
+  ): ClientUnaryCall;
+  /** AddAppScope adds a scope to the app's allowed scopes (idempotent) and returns them all. */
+  addAppScope(
+    request: AddAppScopeRequest,
+    callback: (error: ServiceError | null, response: AddAppScopeResponse) => void,
+  ): ClientUnaryCall;
+  addAppScope(
+    request: AddAppScopeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AddAppScopeResponse) => void,
+  ): ClientUnaryCall;
+  addAppScope(
+    request: AddAppScopeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AddAppScopeResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CreateToken is the token endpoint: `application/x-www-form-urlencoded` with grant_type,
+   * client_id, client_secret and scope, or the client credentials in HTTP Basic. Over gRPC,
+   * send the same form as `http_body` (content_type and data) and Basic in `authorization`.
+   */
+  createToken(
+    request: CreateTokenRequest,
+    callback: (error: ServiceError | null, response: CreateTokenResponse) => void,
+  ): ClientUnaryCall;
+  createToken(
+    request: CreateTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateTokenResponse) => void,
+  ): ClientUnaryCall;
+  createToken(
+    request: CreateTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateTokenResponse) => void,
+  ): ClientUnaryCall;
+  /** GetJwks returns the public keys of every signing key whose tokens may still be alive. */
+  getJwks(
+    request: GetJwksRequest,
+    callback: (error: ServiceError | null, response: GetJwksResponse) => void,
+  ): ClientUnaryCall;
+  getJwks(
+    request: GetJwksRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetJwksResponse) => void,
+  ): ClientUnaryCall;
+  getJwks(
+    request: GetJwksRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetJwksResponse) => void,
+  ): ClientUnaryCall;
+  /** GetAuthorizationServerMetadata returns the RFC 8414 metadata of this issuer. */
+  getAuthorizationServerMetadata(
+    request: GetAuthorizationServerMetadataRequest,
+    callback: (error: ServiceError | null, response: GetAuthorizationServerMetadataResponse) => void,
+  ): ClientUnaryCall;
+  getAuthorizationServerMetadata(
+    request: GetAuthorizationServerMetadataRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetAuthorizationServerMetadataResponse) => void,
+  ): ClientUnaryCall;
+  getAuthorizationServerMetadata(
+    request: GetAuthorizationServerMetadataRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetAuthorizationServerMetadataResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const OAuthServiceClient = makeGenericClientConstructor(
@@ -34,3 +1289,8 @@ export const OAuthServiceClient = makeGenericClientConstructor(
   service: typeof OAuthServiceService;
   serviceName: string;
 };
+
+interface MessageFns<T> {
+  encode(message: T, writer?: BinaryWriter): BinaryWriter;
+  decode(input: BinaryReader | Uint8Array, length?: number): T;
+}

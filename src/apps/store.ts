@@ -1,0 +1,86 @@
+import { randomBytes } from "node:crypto";
+import type { Keys, RedisClient } from "../redis/client.js";
+import { newSecret, type Secrets } from "../crypto/secrets.js";
+import { RingfenceError } from "../errors.js";
+import type { CallContext } from "../rpc/binding.js";
+import { APP_ID, type StoredApp } from "./app.js";
+
+export const MANAGEMENT_KEY_PURPOSE = "app-management-key";
+const UNKNOWN_HASH = "0".repeat(64);
+
+/** Apps in Redis: `app:{<app_id>}` (hash) and `app:{<app_id>}:scopes` (set), one slot per app. */
+export class AppStore {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+    private readonly secrets: Secrets,
+  ) {}
+
+  private key(appId: string, ...suffix: string[]): string {
+    return this.keys.key("app", appId, ...suffix);
+  }
+
+  async create(name: string): Promise<{ app: StoredApp; managementApiKey: string }> {
+    const appId = `app_${randomBytes(16).toString("base64url")}`;
+    const managementApiKey = newSecret("rfm");
+    const app: StoredApp = {
+      appId,
+      name,
+      createdAt: new Date().toISOString(),
+      managementKeyHash: this.secrets.hash(MANAGEMENT_KEY_PURPOSE, managementApiKey),
+    };
+    await this.redis.hset(this.key(appId), {
+      name,
+      created_at: app.createdAt,
+      management_key_hash: app.managementKeyHash,
+    });
+    return { app, managementApiKey };
+  }
+
+  async get(appId: string): Promise<StoredApp | undefined> {
+    if (!APP_ID.safeParse(appId).success) return undefined;
+    const h = await this.redis.hgetall(this.key(appId));
+    if (h.management_key_hash === undefined) return undefined;
+    return {
+      appId,
+      name: h.name ?? "",
+      createdAt: h.created_at ?? "",
+      managementKeyHash: h.management_key_hash,
+    };
+  }
+
+  /** Adds a scope (idempotently) and returns the app's scopes, sorted. */
+  async addScope(appId: string, scope: string): Promise<string[]> {
+    await this.redis.sadd(this.key(appId, "scopes"), scope);
+    return this.scopes(appId);
+  }
+
+  async scopes(appId: string): Promise<string[]> {
+    return (await this.redis.smembers(this.key(appId, "scopes"))).sort();
+  }
+
+  /**
+   * Checks `authorization: Bearer <management_api_key>` against the app in the path. A missing
+   * header, an unknown app and another app's key all get the same 401.
+   */
+  async authenticate(appId: string, ctx: CallContext): Promise<StoredApp> {
+    const header = ctx.header("authorization") ?? "";
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    const app = await this.get(appId);
+    const ok = this.secrets.matches(
+      MANAGEMENT_KEY_PURPOSE,
+      match?.[1] ?? "",
+      app?.managementKeyHash ?? UNKNOWN_HASH,
+    );
+    if (app === undefined || match === null || !ok) {
+      throw new RingfenceError(
+        "unauthorized",
+        match === null
+          ? "Authorization: Bearer <management_api_key> is required"
+          : "unknown app, or the key is not this app's",
+        { "www-authenticate": 'Bearer realm="ringfence"' },
+      );
+    }
+    return app;
+  }
+}

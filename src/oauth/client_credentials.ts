@@ -1,0 +1,126 @@
+import { randomUUID } from "node:crypto";
+import { RingfenceError } from "../errors.js";
+import type { CallContext } from "../rpc/binding.js";
+import type { ClientStore } from "./clients.js";
+import { signAccessToken, type SigningKeys } from "./keys/signing-keys.js";
+
+export interface TokenDeps {
+  clients: ClientStore;
+  keys: SigningKeys;
+  issuer: string;
+  lifetimeSeconds: number;
+  now?: () => number;
+}
+
+export interface TokenAnswer {
+  accessToken: string;
+  tokenType: "Bearer";
+  expiresIn: number;
+  scope: string;
+}
+
+const FORM = "application/x-www-form-urlencoded";
+
+/**
+ * POST /v1/session/oauth/token with grant_type=client_credentials (RFC 6749 section 4.4): read
+ * the form, authenticate the client (HTTP Basic or the body, never both), check the scope, sign.
+ */
+export async function clientCredentialsGrant(
+  deps: TokenDeps,
+  body: { contentType: string; data: Buffer },
+  ctx: CallContext,
+): Promise<TokenAnswer> {
+  // RFC 6749 section 5.1: answers holding tokens or credentials are never cached; errors too.
+  ctx.setHeader("cache-control", "no-store");
+  ctx.setHeader("pragma", "no-cache");
+
+  const mediaType = body.contentType.split(";")[0]?.trim().toLowerCase() ?? "";
+  if (mediaType !== FORM) throw new RingfenceError("invalid_request", `Content-Type must be ${FORM}`);
+  const form = readForm(body.data);
+
+  const basic = readBasic(ctx.header("authorization"));
+  if (basic !== undefined && (form.has("client_id") || form.has("client_secret"))) {
+    throw new RingfenceError(
+      "invalid_request",
+      "use HTTP Basic or client_id/client_secret in the body, not both",
+    );
+  }
+  const grantType = form.get("grant_type");
+  if (grantType === undefined) throw new RingfenceError("invalid_request", "grant_type is required");
+  if (grantType !== "client_credentials") {
+    throw new RingfenceError("unsupported_grant_type", `grant_type "${grantType}" is not supported`);
+  }
+  const clientId = basic?.clientId ?? form.get("client_id");
+  const secret = basic?.secret ?? form.get("client_secret");
+  const challenge: Record<string, string> =
+    basic === undefined ? {} : { "www-authenticate": 'Basic realm="ringfence"' };
+  const refused = () => new RingfenceError("invalid_client", "client authentication failed", challenge);
+  if (clientId === undefined || secret === undefined) throw refused();
+  const requested = readScope(form.get("scope"));
+
+  const answer = await deps.clients.whileExists(clientId, async () => {
+    const client = await deps.clients.authenticate(clientId, secret);
+    if (client === undefined) throw refused();
+    if (!client.grantTypes.includes("client_credentials")) {
+      throw new RingfenceError("unauthorized_client", "this client may not use the client_credentials grant");
+    }
+    const unknown = requested.find((s) => !client.scopes.includes(s));
+    if (unknown !== undefined) {
+      throw new RingfenceError("invalid_scope", `scope "${unknown}" is not registered for this client`);
+    }
+    const iat = Math.floor((deps.now ?? Date.now)() / 1000);
+    const scope = requested.join(" ");
+    const accessToken = await signAccessToken(deps.keys, {
+      iss: deps.issuer,
+      sub: client.clientId,
+      aud: client.appId,
+      app_id: client.appId,
+      scope,
+      iat,
+      exp: iat + deps.lifetimeSeconds,
+      jti: randomUUID(),
+    });
+    return { accessToken, tokenType: "Bearer" as const, expiresIn: deps.lifetimeSeconds, scope };
+  });
+  if (answer === undefined) throw refused();
+  return answer;
+}
+
+/** The form's parameters; RFC 6749 section 3.2: none may be given more than once. */
+function readForm(data: Buffer): Map<string, string> {
+  const params = new URLSearchParams(data.toString("utf8"));
+  const form = new Map<string, string>();
+  for (const [k, v] of params) {
+    if (form.has(k)) throw new RingfenceError("invalid_request", `parameter ${k} is given more than once`);
+    form.set(k, v);
+  }
+  return form;
+}
+
+/** RFC 6749 section 2.3.1: Basic with the form-urlencoded client_id and secret. */
+function readBasic(header: string | undefined): { clientId: string; secret: string } | undefined {
+  if (header === undefined) return undefined;
+  const match = /^Basic\s+([A-Za-z0-9+/=._~-]+)\s*$/i.exec(header);
+  const challenge = { "www-authenticate": 'Basic realm="ringfence"' };
+  if (match?.[1] === undefined) {
+    throw new RingfenceError("invalid_client", "the Authorization header is not HTTP Basic", challenge);
+  }
+  const decoded = Buffer.from(match[1], "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  if (colon < 0) throw new RingfenceError("invalid_client", "malformed HTTP Basic credentials", challenge);
+  try {
+    const decode = (s: string) => decodeURIComponent(s.replace(/\+/g, " "));
+    return { clientId: decode(decoded.slice(0, colon)), secret: decode(decoded.slice(colon + 1)) };
+  } catch {
+    throw new RingfenceError("invalid_client", "malformed HTTP Basic credentials", challenge);
+  }
+}
+
+/** RFC 6749 section 3.3: scope-tokens separated by single spaces; omitted grants none. */
+function readScope(scope: string | undefined): string[] {
+  if (scope === undefined || scope === "") return [];
+  if (!/^[\x21\x23-\x5B\x5D-\x7E]+( [\x21\x23-\x5B\x5D-\x7E]+)*$/.test(scope)) {
+    throw new RingfenceError("invalid_scope", "scope must be scope tokens separated by single spaces");
+  }
+  return [...new Set(scope.split(" "))];
+}
