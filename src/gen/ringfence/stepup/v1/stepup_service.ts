@@ -5,25 +5,1053 @@
 // source: ringfence/stepup/v1/stepup_service.proto
 
 /* eslint-disable */
+import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import {
+  type CallOptions,
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientUnaryCall,
+  type handleUnaryCall,
   makeGenericClientConstructor,
+  type Metadata,
+  type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Struct } from "../../../google/protobuf/struct.js";
+
+/** Step is one challenge step. */
+export interface Step {
+  /** Position, starting at 1. */
+  order: number;
+  /** `verify_email`, `verify_sms`, or a custom key. */
+  key: string;
+  /** Seconds the user has to complete the step. */
+  expirationDuration: number;
+}
+
+/** DirectDecision is the decision a direct entry serves inline. */
+export interface DirectDecision {
+  /** Identifier types the user must hold: `email_address`, `phone_number`; not empty. */
+  identifierTypes: string[];
+  /** `continue`, `review` or `block`; the password-change flow uses `review`. */
+  status: string;
+  /** Seconds the scope is granted, 0 to 86400. */
+  grantedFor: number;
+  /** `single-use` attaches the scope to one access token only. */
+  grantMode: string;
+  /** Challenge steps of a `review`. */
+  steps: Step[];
+}
+
+/** DelegatedEntry calls the app's hook for the decision. */
+export interface DelegatedEntry {
+  /** The hook the service POSTs {scope_requested, user_id, identifiers, signals, metadata} to. */
+  url: string;
+}
+
+/** AllowedScope is one entry of the configuration. */
+export interface AllowedScope {
+  /** The scope the entry resolves. */
+  scope: string;
+  /** `direct` or `delegated`. */
+  mode: string;
+  /** For direct entries. */
+  direct:
+    | DirectDecision
+    | undefined;
+  /** For delegated entries. */
+  delegated: DelegatedEntry | undefined;
+}
+
+/** CreateStepUpConfigRequest is the configuration. */
+export interface CreateStepUpConfigRequest {
+  /** The app. */
+  appId: string;
+  /** Key set that signs delegated decisions; required when an entry is delegated. */
+  jwksUrl: string;
+  /** Sent as an empty array in the direct-only configuration. */
+  stepKeys: { [key: string]: any }[];
+  /** The entries, in declaration order. */
+  allowedScopes: AllowedScope[];
+}
+
+/** CreateStepUpConfigResponse is the stored configuration. */
+export interface CreateStepUpConfigResponse {
+  /** The app. */
+  appId: string;
+  /** As stored. */
+  jwksUrl: string;
+  /** As stored. */
+  stepKeys: { [key: string]: any }[];
+  /** As stored. */
+  allowedScopes: AllowedScope[];
+}
+
+/** RequestStepUpRequest asks for a scope. */
+export interface RequestStepUpRequest {
+  /** The scope wanted, e.g. `svc:pwd:write`. Required. */
+  scope: string;
+  /** Passed to a delegation hook. */
+  metadata: { [key: string]: any } | undefined;
+}
+
+/** RequestStepUpResponse is the decision. */
+export interface RequestStepUpResponse {
+  /** `continue` (granted now), `review` (complete the steps) or `block`. */
+  status: string;
+  /** With `review`: the challenge to answer at /v1/session/otp/check. */
+  challengeToken: string;
+  /** With `review`: the steps, in order. */
+  steps: Step[];
+}
+
+/** CheckStepUpOtpRequest answers the current step. */
+export interface CheckStepUpOtpRequest {
+  /** The latest challenge token. Required. */
+  challengeToken: string;
+  /** The code received. Required. */
+  code: string;
+}
+
+/** CheckStepUpOtpResponse moves the challenge on. */
+export interface CheckStepUpOtpResponse {
+  /** The next token; once current_step is `completed` it is the step-up token. */
+  challengeToken: string;
+  /** The next step's key, or `completed`. */
+  currentStep: string;
+}
+
+/** ResetPasswordRequest holds the new password. */
+export interface ResetPasswordRequest {
+  /** 8 to 128 characters. Required. */
+  password: string;
+}
+
+/** ResetPasswordResponse is empty: REST answers 204. */
+export interface ResetPasswordResponse {
+}
+
+function createBaseStep(): Step {
+  return { order: 0, key: "", expirationDuration: 0 };
+}
+
+export const Step: MessageFns<Step> = {
+  encode(message: Step, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.order !== 0) {
+      writer.uint32(8).int32(message.order);
+    }
+    if (message.key !== "") {
+      writer.uint32(18).string(message.key);
+    }
+    if (message.expirationDuration !== 0) {
+      writer.uint32(24).int32(message.expirationDuration);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Step {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStep();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.order = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.expirationDuration = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDirectDecision(): DirectDecision {
+  return { identifierTypes: [], status: "", grantedFor: 0, grantMode: "", steps: [] };
+}
+
+export const DirectDecision: MessageFns<DirectDecision> = {
+  encode(message: DirectDecision, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.identifierTypes) {
+      writer.uint32(10).string(v!);
+    }
+    if (message.status !== "") {
+      writer.uint32(18).string(message.status);
+    }
+    if (message.grantedFor !== 0) {
+      writer.uint32(24).int32(message.grantedFor);
+    }
+    if (message.grantMode !== "") {
+      writer.uint32(34).string(message.grantMode);
+    }
+    for (const v of message.steps) {
+      Step.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DirectDecision {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDirectDecision();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.identifierTypes.push(reader.string());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.grantedFor = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.grantMode = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.steps.push(Step.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDelegatedEntry(): DelegatedEntry {
+  return { url: "" };
+}
+
+export const DelegatedEntry: MessageFns<DelegatedEntry> = {
+  encode(message: DelegatedEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.url !== "") {
+      writer.uint32(10).string(message.url);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DelegatedEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDelegatedEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseAllowedScope(): AllowedScope {
+  return { scope: "", mode: "", direct: undefined, delegated: undefined };
+}
+
+export const AllowedScope: MessageFns<AllowedScope> = {
+  encode(message: AllowedScope, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.scope !== "") {
+      writer.uint32(10).string(message.scope);
+    }
+    if (message.mode !== "") {
+      writer.uint32(18).string(message.mode);
+    }
+    if (message.direct !== undefined) {
+      DirectDecision.encode(message.direct, writer.uint32(26).fork()).join();
+    }
+    if (message.delegated !== undefined) {
+      DelegatedEntry.encode(message.delegated, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AllowedScope {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAllowedScope();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.scope = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.mode = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.direct = DirectDecision.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.delegated = DelegatedEntry.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCreateStepUpConfigRequest(): CreateStepUpConfigRequest {
+  return { appId: "", jwksUrl: "", stepKeys: [], allowedScopes: [] };
+}
+
+export const CreateStepUpConfigRequest: MessageFns<CreateStepUpConfigRequest> = {
+  encode(message: CreateStepUpConfigRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.appId !== "") {
+      writer.uint32(10).string(message.appId);
+    }
+    if (message.jwksUrl !== "") {
+      writer.uint32(18).string(message.jwksUrl);
+    }
+    for (const v of message.stepKeys) {
+      Struct.encode(Struct.wrap(v!), writer.uint32(26).fork()).join();
+    }
+    for (const v of message.allowedScopes) {
+      AllowedScope.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateStepUpConfigRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateStepUpConfigRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.jwksUrl = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.stepKeys.push(Struct.unwrap(Struct.decode(reader, reader.uint32())));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.allowedScopes.push(AllowedScope.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCreateStepUpConfigResponse(): CreateStepUpConfigResponse {
+  return { appId: "", jwksUrl: "", stepKeys: [], allowedScopes: [] };
+}
+
+export const CreateStepUpConfigResponse: MessageFns<CreateStepUpConfigResponse> = {
+  encode(message: CreateStepUpConfigResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.appId !== "") {
+      writer.uint32(10).string(message.appId);
+    }
+    if (message.jwksUrl !== "") {
+      writer.uint32(18).string(message.jwksUrl);
+    }
+    for (const v of message.stepKeys) {
+      Struct.encode(Struct.wrap(v!), writer.uint32(26).fork()).join();
+    }
+    for (const v of message.allowedScopes) {
+      AllowedScope.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateStepUpConfigResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateStepUpConfigResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.jwksUrl = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.stepKeys.push(Struct.unwrap(Struct.decode(reader, reader.uint32())));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.allowedScopes.push(AllowedScope.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRequestStepUpRequest(): RequestStepUpRequest {
+  return { scope: "", metadata: undefined };
+}
+
+export const RequestStepUpRequest: MessageFns<RequestStepUpRequest> = {
+  encode(message: RequestStepUpRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.scope !== "") {
+      writer.uint32(10).string(message.scope);
+    }
+    if (message.metadata !== undefined) {
+      Struct.encode(Struct.wrap(message.metadata), writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RequestStepUpRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequestStepUpRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.scope = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.metadata = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRequestStepUpResponse(): RequestStepUpResponse {
+  return { status: "", challengeToken: "", steps: [] };
+}
+
+export const RequestStepUpResponse: MessageFns<RequestStepUpResponse> = {
+  encode(message: RequestStepUpResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.status !== "") {
+      writer.uint32(10).string(message.status);
+    }
+    if (message.challengeToken !== "") {
+      writer.uint32(18).string(message.challengeToken);
+    }
+    for (const v of message.steps) {
+      Step.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RequestStepUpResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequestStepUpResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.challengeToken = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.steps.push(Step.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCheckStepUpOtpRequest(): CheckStepUpOtpRequest {
+  return { challengeToken: "", code: "" };
+}
+
+export const CheckStepUpOtpRequest: MessageFns<CheckStepUpOtpRequest> = {
+  encode(message: CheckStepUpOtpRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.challengeToken !== "") {
+      writer.uint32(10).string(message.challengeToken);
+    }
+    if (message.code !== "") {
+      writer.uint32(18).string(message.code);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckStepUpOtpRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckStepUpOtpRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.challengeToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCheckStepUpOtpResponse(): CheckStepUpOtpResponse {
+  return { challengeToken: "", currentStep: "" };
+}
+
+export const CheckStepUpOtpResponse: MessageFns<CheckStepUpOtpResponse> = {
+  encode(message: CheckStepUpOtpResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.challengeToken !== "") {
+      writer.uint32(10).string(message.challengeToken);
+    }
+    if (message.currentStep !== "") {
+      writer.uint32(18).string(message.currentStep);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckStepUpOtpResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckStepUpOtpResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.challengeToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.currentStep = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseResetPasswordRequest(): ResetPasswordRequest {
+  return { password: "" };
+}
+
+export const ResetPasswordRequest: MessageFns<ResetPasswordRequest> = {
+  encode(message: ResetPasswordRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.password !== "") {
+      writer.uint32(10).string(message.password);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResetPasswordRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResetPasswordRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.password = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseResetPasswordResponse(): ResetPasswordResponse {
+  return {};
+}
+
+export const ResetPasswordResponse: MessageFns<ResetPasswordResponse> = {
+  encode(_: ResetPasswordResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResetPasswordResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResetPasswordResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
 
 /**
- * StepUpService: the step-up flow that grants the single-use svc:pwd:write scope for a password change.
- * Its methods and google.api.http annotations are added with the capability that implements them.
+ * StepUpService grants a session a scope after a challenge: an app configures which scopes may
+ * be stepped up and how, a logged-in user asks for one, completes the OTP steps, and redeems the
+ * step-up token at /v1/session/refresh. `svc:pwd:write` then lets the user change the password
+ * once, without the current one.
  */
 export type StepUpServiceService = typeof StepUpServiceService;
-export const StepUpServiceService = {} as const;
+export const StepUpServiceService = {
+  /**
+   * CreateStepUpConfig stores the app's step-up configuration (management key); every rule of
+   * the specification's Limits table is checked, and a breach is a 400 naming the field.
+   */
+  createStepUpConfig: {
+    path: "/ringfence.stepup.v1.StepUpService/CreateStepUpConfig" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateStepUpConfigRequest): Buffer =>
+      Buffer.from(CreateStepUpConfigRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateStepUpConfigRequest => CreateStepUpConfigRequest.decode(value),
+    responseSerialize: (value: CreateStepUpConfigResponse): Buffer =>
+      Buffer.from(CreateStepUpConfigResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateStepUpConfigResponse => CreateStepUpConfigResponse.decode(value),
+  },
+  /**
+   * RequestStepUp returns the decision for a scope; `review` opens a challenge and sends the
+   * first step's code.
+   */
+  requestStepUp: {
+    path: "/ringfence.stepup.v1.StepUpService/RequestStepUp" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RequestStepUpRequest): Buffer => Buffer.from(RequestStepUpRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RequestStepUpRequest => RequestStepUpRequest.decode(value),
+    responseSerialize: (value: RequestStepUpResponse): Buffer =>
+      Buffer.from(RequestStepUpResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RequestStepUpResponse => RequestStepUpResponse.decode(value),
+  },
+  /** CheckStepUpOtp completes the current step of a challenge. */
+  checkStepUpOtp: {
+    path: "/ringfence.stepup.v1.StepUpService/CheckStepUpOtp" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CheckStepUpOtpRequest): Buffer =>
+      Buffer.from(CheckStepUpOtpRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CheckStepUpOtpRequest => CheckStepUpOtpRequest.decode(value),
+    responseSerialize: (value: CheckStepUpOtpResponse): Buffer =>
+      Buffer.from(CheckStepUpOtpResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CheckStepUpOtpResponse => CheckStepUpOtpResponse.decode(value),
+  },
+  /**
+   * ResetPassword writes a new password; it needs `svc:pwd:write` and consumes it in the same
+   * atomic step. REST answers 204.
+   */
+  resetPassword: {
+    path: "/ringfence.stepup.v1.StepUpService/ResetPassword" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ResetPasswordRequest): Buffer => Buffer.from(ResetPasswordRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ResetPasswordRequest => ResetPasswordRequest.decode(value),
+    responseSerialize: (value: ResetPasswordResponse): Buffer =>
+      Buffer.from(ResetPasswordResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ResetPasswordResponse => ResetPasswordResponse.decode(value),
+  },
+} as const;
 
 export interface StepUpServiceServer extends UntypedServiceImplementation {
+  /**
+   * CreateStepUpConfig stores the app's step-up configuration (management key); every rule of
+   * the specification's Limits table is checked, and a breach is a 400 naming the field.
+   */
+  createStepUpConfig: handleUnaryCall<CreateStepUpConfigRequest, CreateStepUpConfigResponse>;
+  /**
+   * RequestStepUp returns the decision for a scope; `review` opens a challenge and sends the
+   * first step's code.
+   */
+  requestStepUp: handleUnaryCall<RequestStepUpRequest, RequestStepUpResponse>;
+  /** CheckStepUpOtp completes the current step of a challenge. */
+  checkStepUpOtp: handleUnaryCall<CheckStepUpOtpRequest, CheckStepUpOtpResponse>;
+  /**
+   * ResetPassword writes a new password; it needs `svc:pwd:write` and consumes it in the same
+   * atomic step. REST answers 204.
+   */
+  resetPassword: handleUnaryCall<ResetPasswordRequest, ResetPasswordResponse>;
 }
 
 export interface StepUpServiceClient extends Client {
+  /**
+   * CreateStepUpConfig stores the app's step-up configuration (management key); every rule of
+   * the specification's Limits table is checked, and a breach is a 400 naming the field.
+   */
+  createStepUpConfig(
+    request: CreateStepUpConfigRequest,
+    callback: (error: ServiceError | null, response: CreateStepUpConfigResponse) => void,
+  ): ClientUnaryCall;
+  createStepUpConfig(
+    request: CreateStepUpConfigRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateStepUpConfigResponse) => void,
+  ): ClientUnaryCall;
+  createStepUpConfig(
+    request: CreateStepUpConfigRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateStepUpConfigResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RequestStepUp returns the decision for a scope; `review` opens a challenge and sends the
+   * first step's code.
+   */
+  requestStepUp(
+    request: RequestStepUpRequest,
+    callback: (error: ServiceError | null, response: RequestStepUpResponse) => void,
+  ): ClientUnaryCall;
+  requestStepUp(
+    request: RequestStepUpRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RequestStepUpResponse) => void,
+  ): ClientUnaryCall;
+  requestStepUp(
+    request: RequestStepUpRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RequestStepUpResponse) => void,
+  ): ClientUnaryCall;
+  /** CheckStepUpOtp completes the current step of a challenge. */
+  checkStepUpOtp(
+    request: CheckStepUpOtpRequest,
+    callback: (error: ServiceError | null, response: CheckStepUpOtpResponse) => void,
+  ): ClientUnaryCall;
+  checkStepUpOtp(
+    request: CheckStepUpOtpRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CheckStepUpOtpResponse) => void,
+  ): ClientUnaryCall;
+  checkStepUpOtp(
+    request: CheckStepUpOtpRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CheckStepUpOtpResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ResetPassword writes a new password; it needs `svc:pwd:write` and consumes it in the same
+   * atomic step. REST answers 204.
+   */
+  resetPassword(
+    request: ResetPasswordRequest,
+    callback: (error: ServiceError | null, response: ResetPasswordResponse) => void,
+  ): ClientUnaryCall;
+  resetPassword(
+    request: ResetPasswordRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ResetPasswordResponse) => void,
+  ): ClientUnaryCall;
+  resetPassword(
+    request: ResetPasswordRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ResetPasswordResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const StepUpServiceClient = makeGenericClientConstructor(
@@ -34,3 +1062,8 @@ export const StepUpServiceClient = makeGenericClientConstructor(
   service: typeof StepUpServiceService;
   serviceName: string;
 };
+
+interface MessageFns<T> {
+  encode(message: T, writer?: BinaryWriter): BinaryWriter;
+  decode(input: BinaryReader | Uint8Array, length?: number): T;
+}
