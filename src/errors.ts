@@ -24,6 +24,14 @@ export const ERRORS = {
   unavailable: { grpc: GrpcStatus.UNAVAILABLE, http: 503 },
   // Session service management calls: a missing or wrong management key (decisions section 5).
   unauthorized: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
+  // Session service (decisions section 5): `{code, message}` bodies.
+  invalid_token: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
+  insufficient_scope: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
+  scope_not_allowed: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
+  invalid_stepup_config: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_code: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  expired_challenge: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 400 },
+  too_many_attempts: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429 },
   // Token endpoint, RFC 6749 section 5.2 (decisions section 5).
   invalid_request: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   invalid_client: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
