@@ -5,16 +5,8 @@ import { z } from "zod";
 export const AUTHENTICATION_STATUSES = ["pending", "rate_limited", "spam_detected"] as const;
 export type AuthenticationStatus = (typeof AUTHENTICATION_STATUSES)[number];
 
-/** Check statuses (decisions section 4). */
-export const CHECK_STATUSES = [
-  "valid",
-  "invalid",
-  "without_attempt",
-  "rate_limited",
-  "already_validated",
-  "expired_auth",
-] as const;
-export type CheckStatus = (typeof CHECK_STATUSES)[number];
+/** Check statuses (decisions section 4), shared with login and step-up codes. */
+export { CHECK_STATUSES, type CheckStatus } from "../otp/code.js";
 
 /** Retry statuses (decisions section 4). */
 export const RETRY_STATUSES = [

@@ -1,4 +1,5 @@
-import { createHash, randomInt, randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
+import { hashCode as hashOtp, newCode } from "../otp/code.js";
 import { z } from "zod";
 import { RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
@@ -35,7 +36,6 @@ export interface VerifyDeps {
   now?: () => number;
 }
 
-const CODE_PURPOSE = "otp-code";
 const RETENTION_MS = 7 * 86_400_000;
 
 /** The V1 verification: send a code, check it, retry, read back, feedback. */
@@ -43,7 +43,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
   const now = deps.now ?? Date.now;
   const { config, store } = deps;
 
-  const hashCode = (auth: string, code: string) => deps.secrets.hash(CODE_PURPOSE, `${auth}:${code}`);
+  const hashCode = (auth: string, code: string) => hashOtp(deps.secrets, auth, code);
   const priceFor = (country: string) => config.SMS_PRICES[country] ?? config.SMS_PRICES.default ?? 0;
 
   async function customer(uuid: string, ctx: CallContext): Promise<StoredAccount> {
@@ -420,13 +420,6 @@ function sendPlace(
     range: phone.e164.slice(0, -config.SPAM_RANGE_DIGITS),
     month: new Date(t).toISOString().slice(0, 7),
   };
-}
-
-/** A uniformly random code of `length` digits (leading zeros kept). */
-export function newCode(length: number): string {
-  let code = "";
-  for (let i = 0; i < length; i++) code += String(randomInt(10));
-  return code;
 }
 
 /** A UUID (version 8, RFC 9562) derived from a name, so a repeat gives the same one. */

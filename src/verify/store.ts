@@ -2,11 +2,11 @@ import type { Keys, RedisClient } from "../redis/client.js";
 import { LuaScript } from "../redis/client.js";
 import { RingfenceError } from "../errors.js";
 import { outboxKeys } from "../webhooks/stream.js";
-import type { CheckStatus, Envelope, RetryStatus } from "./model.js";
+import type { Envelope, RetryStatus } from "./model.js";
+import { checkCode, type CheckStatus } from "../otp/code.js";
 
 const script = (name: string) => LuaScript.fromFile(new URL(`./${name}.lua`, import.meta.url));
 const sendCode = script("send_code");
-const checkCode = script("check_code");
 const retryCode = script("retry_code");
 const releaseSend = script("release_send");
 const appendEvent = script("append_event");
@@ -120,12 +120,12 @@ export class VerifyStore {
     args: { now: number; codeHash: string; maxChecks: number; events: Record<"valid" | "invalid", string> },
   ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean }> {
     const k = this.authKeys(customer, auth);
-    const keys = [k.auth, k.events, k.hook, k.pending];
-    const [status, hooked] = (await checkCode.run(this.redis, keys, [JSON.stringify(args)])) as [
-      CheckStatus | "not_found",
-      number,
-    ];
-    return { status, hooked: hooked === 1 };
+    const { events, ...rest } = args;
+    return checkCode(
+      this.redis,
+      { challenge: k.auth, events: { list: k.events, hook: k.hook, pending: k.pending, ...events } },
+      rest,
+    );
   }
 
   async retry(

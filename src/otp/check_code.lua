@@ -1,6 +1,8 @@
--- Checks a code against an authentication, atomically, so concurrent checks can neither both
--- succeed nor pass the attempt limit. KEYS: 1 auth, 2 events, 3 hook, 4 webhook pending set.
--- ARGV[1]: JSON {now, codeHash, maxChecks, events: {valid: envelope, invalid: envelope}}.
+-- Checks a code against a challenge (a V1 authentication, a login or a step-up step),
+-- atomically, so concurrent checks can neither both succeed nor pass the attempt limit.
+-- KEYS: 1 challenge hash (fields status, code_hash, validated, expires_at_ms, checks),
+--       2 events list, 3 hook, 4 webhook pending set (2 to 4 only used when events are given).
+-- ARGV[1]: JSON {now, codeHash, maxChecks, events?: {valid: envelope, invalid: envelope}}.
 -- Returns {status or 'not_found', 1 when an event awaits webhook delivery}. Only real
 -- comparisons are events, so refused checks cannot grow the list.
 local a = cjson.decode(ARGV[1])
@@ -27,7 +29,7 @@ else
 end
 
 local hooked = 0
-if status == 'valid' or status == 'invalid' then
+if type(a.events) == 'table' and (status == 'valid' or status == 'invalid') then
   redis.call('RPUSH', KEYS[2], a.events[status])
   if redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('SADD', KEYS[4], KEYS[2])

@@ -1,0 +1,60 @@
+import { randomInt } from "node:crypto";
+import { LuaScript, type RedisClient } from "../redis/client.js";
+import type { Secrets } from "../crypto/secrets.js";
+
+/**
+ * The one-time-code machinery shared by the V1 verification, OTP login and step-up: codes are
+ * uniformly random digits, stored only as a keyed hash bound to their challenge, and checked by
+ * one atomic script that enforces expiry, single success and the attempt limit.
+ */
+export const CHECK_STATUSES = [
+  "valid",
+  "invalid",
+  "without_attempt",
+  "rate_limited",
+  "already_validated",
+  "expired_auth",
+] as const;
+export type CheckStatus = (typeof CHECK_STATUSES)[number];
+
+const CODE_PURPOSE = "otp-code";
+const checkCodeScript = LuaScript.fromFile(new URL("./check_code.lua", import.meta.url));
+
+/** A uniformly random code of `length` digits (leading zeros kept). */
+export function newCode(length: number): string {
+  let code = "";
+  for (let i = 0; i < length; i++) code += String(randomInt(10));
+  return code;
+}
+
+/** The keyed hash a code is stored as; bound to its challenge so equal codes hash apart. */
+export function hashCode(secrets: Secrets, challengeId: string, code: string): string {
+  return secrets.hash(CODE_PURPOSE, `${challengeId}:${code}`);
+}
+
+export interface CheckKeys {
+  challenge: string;
+  /** With events: the list, hook and pending set they go to (see check_code.lua). */
+  events?: { list: string; hook: string; pending: string; valid: string; invalid: string };
+}
+
+/** Checks a code; `hooked` says an event awaits webhook delivery. */
+export async function checkCode(
+  redis: RedisClient,
+  keys: CheckKeys,
+  args: { now: number; codeHash: string; maxChecks: number },
+): Promise<{ status: CheckStatus | "not_found"; hooked: boolean }> {
+  const e = keys.events;
+  const k = [
+    keys.challenge,
+    e?.list ?? keys.challenge,
+    e?.hook ?? keys.challenge,
+    e?.pending ?? keys.challenge,
+  ];
+  const payload = { ...args, events: e === undefined ? null : { valid: e.valid, invalid: e.invalid } };
+  const [status, hooked] = (await checkCodeScript.run(redis, k, [JSON.stringify(payload)])) as [
+    CheckStatus | "not_found",
+    number,
+  ];
+  return { status, hooked: hooked === 1 };
+}
