@@ -1,0 +1,59 @@
+import type { Logger } from "../log.js";
+import { HttpEmailProvider } from "./email-http-provider.js";
+import { LogEmailProvider } from "./email-log-provider.js";
+import type { EmailProvider } from "./email-provider.js";
+import { SmtpEmailProvider } from "./email-smtp-provider.js";
+
+export type { EmailProvider, OutgoingEmail, SentEmail } from "./email-provider.js";
+export { isEmailAddress, isMailbox, mailboxAddress } from "./email-provider.js";
+export { DeliveryError } from "./provider.js";
+export { HttpEmailProvider } from "./email-http-provider.js";
+export { LogEmailProvider } from "./email-log-provider.js";
+export { SmtpEmailProvider, parseSmtpUrl, type SmtpOptions, type SmtpTarget } from "./email-smtp-provider.js";
+export {
+  renderOtpEmail,
+  type OtpEmailInput,
+  type OtpEmailPurpose,
+  type RenderedEmail,
+} from "./email-templates.js";
+
+/** The settings of decisions section 3 that choose and reach the email provider. */
+export interface EmailProviderConfig {
+  EMAIL_PROVIDER: "log" | "http" | "smtp";
+  EMAIL_HTTP_URL?: string | undefined;
+  /** Default 5000. */
+  EMAIL_HTTP_TIMEOUT_MS?: number | undefined;
+  /** `smtp://user:password@host:587` (STARTTLS when offered) or `smtps://user:password@host:465`. */
+  SMTP_URL?: string | undefined;
+  /** Default 10000. */
+  SMTP_TIMEOUT_MS?: number | undefined;
+}
+
+/** The configured provider; throws an Error naming the variable when its URL is missing or wrong. */
+export function createEmailProvider(cfg: EmailProviderConfig, log: Logger): EmailProvider {
+  switch (cfg.EMAIL_PROVIDER) {
+    case "log":
+      return new LogEmailProvider(log);
+    case "http": {
+      const url = cfg.EMAIL_HTTP_URL;
+      if (url === undefined || url === "")
+        throw new Error("EMAIL_HTTP_URL is required when EMAIL_PROVIDER=http");
+      if (!isHttpUrl(url)) throw new Error("EMAIL_HTTP_URL must be an http:// or https:// URL");
+      return new HttpEmailProvider(url, { timeoutMs: cfg.EMAIL_HTTP_TIMEOUT_MS ?? 5_000 });
+    }
+    case "smtp": {
+      const url = cfg.SMTP_URL;
+      if (url === undefined || url === "") throw new Error("SMTP_URL is required when EMAIL_PROVIDER=smtp");
+      return new SmtpEmailProvider(url, { timeoutMs: cfg.SMTP_TIMEOUT_MS ?? 10_000, log });
+    }
+  }
+}
+
+function isHttpUrl(v: string): boolean {
+  try {
+    const { protocol } = new URL(v);
+    return protocol === "http:" || protocol === "https:";
+  } catch {
+    return false;
+  }
+}
