@@ -5,11 +5,14 @@ import type { OAuthServiceService } from "../gen/ringfence/oauth/v1/oauth_servic
 import { HTTP_STATUS_MARKER } from "../rpc/binding.js";
 import { SCOPE } from "../apps/app.js";
 import type { AppStore } from "../apps/store.js";
+import type { AppEvents } from "../apps/webhooks.js";
 import { GRANT_TYPES, type ClientStore } from "./clients.js";
 import { clientCredentialsGrant, type TokenDeps } from "./client_credentials.js";
 
 export interface OAuthDeps extends TokenDeps {
   apps: AppStore;
+  /** App webhooks: `client.created` and `client.deleted` (never with a secret). */
+  events?: AppEvents;
 }
 
 const httpUrl = z
@@ -51,6 +54,12 @@ export function oauthHandlers(
         scopes: [...new Set(parsed.data.scopes)],
         appId: app.appId,
       });
+      await deps.events?.emit(app.appId, "client.created", {
+        client_id: client.clientId,
+        client_name: client.clientName,
+        scopes: client.scopes,
+        grant_types: client.grantTypes,
+      });
       ctx.setHeader(HTTP_STATUS_MARKER, "201");
       ctx.setHeader("cache-control", "no-store");
       return {
@@ -71,6 +80,7 @@ export function oauthHandlers(
       if (!(await deps.clients.delete(app.appId, req.clientId))) {
         throw new RingfenceError("not_found", "this app has no such client");
       }
+      await deps.events?.emit(app.appId, "client.deleted", { client_id: req.clientId });
       ctx.setHeader(HTTP_STATUS_MARKER, "204");
       return {};
     },
