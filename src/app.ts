@@ -25,6 +25,17 @@ import { ClientStore } from "./oauth/clients.js";
 import { RedisSigningKeys } from "./oauth/keys/signing-keys.js";
 import { oauthHandlers } from "./oauth/service.js";
 import { OAuthServiceService } from "./gen/ringfence/oauth/v1/oauth_service.js";
+import { SessionServiceService } from "./gen/ringfence/session/v1/session_service.js";
+import { StepUpServiceService } from "./gen/ringfence/stepup/v1/stepup_service.js";
+import { AppWebhooks, appWebhookSecret, createAppWebhookHandler, isAppWebhookRef } from "./apps/webhooks.js";
+import { createEmailProvider, type EmailProvider } from "./messaging/email.js";
+import { UserStore } from "./session/users.js";
+import { SessionStore } from "./session/sessions.js";
+import { ChallengeStore } from "./session/challenges.js";
+import { CodeSender } from "./session/delivery.js";
+import { sessionHandlers } from "./session/service.js";
+import { stepUpHandlers } from "./stepup/service.js";
+import { DelegationClient } from "./stepup/delegation.js";
 
 /** Everything the domains need, built once from the validated config. */
 export interface Registry {
@@ -39,6 +50,9 @@ export interface Registry {
   apps: AppStore;
   clients: ClientStore;
   signingKeys: RedisSigningKeys;
+  users: UserStore;
+  sessions: SessionStore;
+  challenges: ChallengeStore;
 }
 
 export async function openRegistry(config: Config, log: Logger): Promise<Registry> {
@@ -61,13 +75,17 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     apps: new AppStore(redis, keys, secrets),
     clients: new ClientStore(redis, keys, secrets),
     signingKeys: new RedisSigningKeys(redis, keys, secrets, {
-      tokenLifetimeSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+      tokenLifetimeSeconds: Math.max(config.ACCESS_TOKEN_TTL_SECONDS, config.SESSION_TOKEN_TTL_SECONDS),
     }),
+    users: new UserStore(redis, keys),
+    sessions: new SessionStore(redis, keys, config.REFRESH_TOKEN_TTL_SECONDS * 1000),
+    challenges: new ChallengeStore(redis, keys),
   };
 }
 
 /** The secret that signs a webhook stream, from its `secret_ref` (`account:<customer_uuid>`). */
 async function webhookSecret(r: Registry, ref: string): Promise<string | undefined> {
+  if (isAppWebhookRef(ref)) return appWebhookSecret(r.redis, r.keys, r.secrets, ref);
   const [kind, id] = ref.split(":", 2);
   if (kind !== "account" || id === undefined) return undefined;
   const account = await r.accounts.get(id);
@@ -77,6 +95,7 @@ async function webhookSecret(r: Registry, ref: string): Promise<string | undefin
 /** The parts that talk to the outside and run in the background: not built for one CLI command. */
 export interface Delivery {
   sms: SmsProvider;
+  email: EmailProvider;
   outbox: WebhookOutbox;
 }
 
@@ -84,6 +103,7 @@ export function openDelivery(r: Registry): Delivery {
   const { config, log } = r;
   return {
     sms: createSmsProvider(config, log),
+    email: createEmailProvider(config, log),
     outbox: new WebhookOutbox({
       redis: r.redis,
       connection: () => createBlockingRedis(config),
@@ -121,8 +141,47 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       });
     });
   });
+  // Streams must outlive the longest retry window of the outbox.
+  const events = new AppWebhooks(r.redis, r.keys, r.secrets, d.outbox, r.log, {
+    streamTtlMs: Math.max(25 * 3_600_000, r.config.WEBHOOK_GIVE_UP_MS + 3_600_000),
+  });
+  const codes = new CodeSender({
+    config: r.config,
+    log: r.log,
+    redis: r.redis,
+    keys: r.keys,
+    sms: d.sms,
+    email: d.email,
+  });
+  const session = {
+    config: r.config,
+    log: r.log,
+    redis: r.redis,
+    secrets: r.secrets,
+    apps: r.apps,
+    users: r.users,
+    sessions: r.sessions,
+    challenges: r.challenges,
+    codes,
+    events,
+  };
   return [
     bindService(VerifyServiceService, verifyHandlers(verify), v1ServiceOptions(r.config, "verify")),
+    bindService(
+      SessionServiceService,
+      sessionHandlers({ ...session, keys: r.signingKeys }, createAppWebhookHandler(r.apps, events)),
+      { dialect: "session" },
+    ),
+    bindService(
+      StepUpServiceService,
+      stepUpHandlers({
+        ...session,
+        keys: r.keys,
+        signingKeys: r.signingKeys,
+        delegation: new DelegationClient({ keys: r.signingKeys, logger: r.log }),
+      }),
+      { dialect: "session" },
+    ),
     bindService(
       OAuthServiceService,
       oauthHandlers({
@@ -131,6 +190,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
         keys: r.signingKeys,
         issuer: r.config.ISSUER_URL,
         lifetimeSeconds: r.config.ACCESS_TOKEN_TTL_SECONDS,
+        events,
       }),
       { dialect: "session", methodDialects: { createToken: "oauth" } },
     ),
@@ -239,6 +299,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       });
       if (!closed) log.warn("webhook outbox close timed out");
       await delivery.sms.close().catch(() => undefined);
+      await delivery.email.close().catch(() => undefined);
       await redis.quit().catch(() => undefined);
       log.info("ringfence stopped");
     })());

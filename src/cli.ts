@@ -16,6 +16,10 @@ import {
 } from "./accounts/account.js";
 import { isBcp47, validateTemplateText } from "./messaging/templates.js";
 import { NewAppInput } from "./apps/app.js";
+import { isEmailAddress } from "./messaging/email.js";
+import { parseE164 } from "./lookup/numbers.js";
+import { checkPasswordPolicy, hashPassword } from "./stepup/password.js";
+import type { Identifier } from "./session/users.js";
 import { ImportError, IMPORT_COLUMNS, parseImport } from "./lookup/lookup-data.js";
 
 /** Bad input: one line on stderr, exit 2. */
@@ -161,6 +165,41 @@ program
         await withRegistry(async (r) => {
           const { app, managementApiKey } = await r.apps.create(name);
           print({ app_id: app.appId, management_api_key: managementApiKey });
+        });
+      }),
+  );
+
+program
+  .command("users")
+  .description("manage users of an app")
+  .addCommand(
+    new Command("create")
+      .description("create a user holding an email address and/or a phone number; prints {user_id}")
+      .requiredOption("--app <app_id>", "the app")
+      .option("--email <address>", "email address")
+      .option("--phone <number>", "phone number, E.164")
+      .option("--password <password>", "initial password (8 to 128 characters), stored as argon2id")
+      .action(async (opts: { app: string; email?: string; phone?: string; password?: string }) => {
+        const identifiers: Identifier[] = [];
+        if (opts.email !== undefined) {
+          if (!isEmailAddress(opts.email)) throw new UsageError(`"${opts.email}" is not an email address`);
+          identifiers.push({ type: "email_address", value: opts.email });
+        }
+        if (opts.phone !== undefined) {
+          const parsed = parseE164(opts.phone);
+          if (parsed === undefined) throw new UsageError(`"${opts.phone}" is not an E.164 phone number`);
+          identifiers.push({ type: "phone_number", value: parsed.e164 });
+        }
+        if (identifiers.length === 0) throw new UsageError("give --email, --phone or both");
+        const problem = opts.password === undefined ? undefined : checkPasswordPolicy(opts.password);
+        if (problem !== undefined) throw new UsageError(`password ${problem}`);
+        await withRegistry(async (r) => {
+          if ((await r.apps.get(opts.app)) === undefined) throw new UsageError(`no app ${opts.app}`);
+          const hash = opts.password === undefined ? undefined : await hashPassword(opts.password);
+          const user = await r.users.create(opts.app, identifiers, hash);
+          if (user === undefined)
+            throw new UsageError("one of these identifiers already belongs to a user of this app");
+          print({ user_id: user.userId });
         });
       }),
   );

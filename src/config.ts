@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { isMailbox } from "./messaging/email-provider.js";
 
 const port = z.coerce.number().int().min(0).max(65535);
 const url = (protocols: readonly string[]) =>
@@ -103,6 +104,24 @@ const schema = z
       .optional(),
     V1_AFTER_SUNSET: z.enum(["serve", "gone"]).default("serve"),
     ACCESS_TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86_400).default(3_600),
+    SESSION_TOKEN_TTL_SECONDS: z.coerce.number().int().min(30).max(86_400).default(900),
+    REFRESH_TOKEN_TTL_SECONDS: z.coerce
+      .number()
+      .int()
+      .min(60)
+      .max(365 * 86_400)
+      .default(30 * 86_400),
+    CHANGE_PASSWORD_GRANT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
+    STEP_UP_TOKEN_TTL_SECONDS: z.coerce.number().int().min(10).max(3_600).default(300),
+    EMAIL_PROVIDER: z.enum(["log", "http", "smtp"]).default("log"),
+    EMAIL_HTTP_URL: url(["http:", "https:"]).optional(),
+    EMAIL_HTTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
+    SMTP_URL: url(["smtp:", "smtps:"]).optional(),
+    SMTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+    EMAIL_FROM: z
+      .string()
+      .refine(isMailbox, "must be an address or Name <address>")
+      .default("Ringfence <no-reply@ringfence.dev>"),
     MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(10_485_760).default(65_536),
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
     LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
@@ -172,6 +191,7 @@ export interface Config extends Omit<z.infer<typeof schema>, "SECRETS_KEY"> {
 export const DEV_ONLY: Record<string, string> = {
   SECRETS_KEY: "unset, so a well-known development key protects secrets",
   SMS_PROVIDER: "the log provider prints codes instead of sending them",
+  EMAIL_PROVIDER: "the log provider prints codes instead of sending them",
 };
 
 export class ConfigError extends Error {
@@ -192,9 +212,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const devDefaults = [
     ...(SECRETS_KEY === undefined ? ["SECRETS_KEY"] : []),
     ...(rest.SMS_PROVIDER === "log" ? ["SMS_PROVIDER"] : []),
+    ...(rest.EMAIL_PROVIDER === "log" ? ["EMAIL_PROVIDER"] : []),
   ];
   if (rest.SMS_PROVIDER === "http" && rest.SMS_HTTP_URL === undefined) {
     throw new ConfigError("invalid SMS_HTTP_URL: required when SMS_PROVIDER=http");
+  }
+  if (rest.EMAIL_PROVIDER === "http" && rest.EMAIL_HTTP_URL === undefined) {
+    throw new ConfigError("invalid EMAIL_HTTP_URL: required when EMAIL_PROVIDER=http");
+  }
+  if (rest.EMAIL_PROVIDER === "smtp" && rest.SMTP_URL === undefined) {
+    throw new ConfigError("invalid SMTP_URL: required when EMAIL_PROVIDER=smtp");
   }
   if (rest.SMS_PROVIDER === "smpp" && rest.SMPP_URL === undefined) {
     throw new ConfigError("invalid SMPP_URL: required when SMS_PROVIDER=smpp");

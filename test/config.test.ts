@@ -24,7 +24,7 @@ describe("configuration", () => {
     });
     expect(c.RATE_LIMIT_NUMBER).to.deep.equal({ limit: 5, windowSeconds: 600 });
     expect(c.SPAM_LINE_TYPES).to.deep.equal(["PremiumRate", "SharedCost"]);
-    expect(c.devDefaults).to.deep.equal(["SECRETS_KEY", "SMS_PROVIDER"]);
+    expect(c.devDefaults).to.deep.equal(["SECRETS_KEY", "SMS_PROVIDER", "EMAIL_PROVIDER"]);
   });
 
   it("reads REDIS_CLUSTER_NODES as a comma list", () => {
@@ -59,7 +59,12 @@ describe("configuration", () => {
 
   it("refuses the development SECRETS_KEY and the log SMS provider in production", () => {
     const key = Buffer.alloc(32, 7).toString("base64");
-    const http = { SMS_PROVIDER: "http", SMS_HTTP_URL: "http://127.0.0.1:9/sms" };
+    const http = {
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: "http://127.0.0.1:9/sms",
+      EMAIL_PROVIDER: "http",
+      EMAIL_HTTP_URL: "http://127.0.0.1:9/mail",
+    };
     expect(() => loadConfig({ NODE_ENV: "production", ...http })).to.throw(
       ConfigError,
       /^invalid SECRETS_KEY/,

@@ -319,6 +319,8 @@ describe("V1 lookup", () => {
         "grpc.health.v1.Health",
         "ringfence.lookup.v1.LookupService",
         "ringfence.oauth.v1.OAuthService",
+        "ringfence.session.v1.SessionService",
+        "ringfence.stepup.v1.StepUpService",
         "ringfence.verify.v1.VerifyService",
       ]);
       const descriptor = await reflection.getDescriptorBySymbol("ringfence.lookup.v1.LookupService");

@@ -19,6 +19,27 @@ export type CheckStatus = (typeof CHECK_STATUSES)[number];
 
 const CODE_PURPOSE = "otp-code";
 const checkCodeScript = LuaScript.fromFile(new URL("./check_code.lua", import.meta.url));
+const takeWindowScript = LuaScript.fromFile(new URL("./take_window.lua", import.meta.url));
+
+/**
+ * Takes one use of a sliding window (`count/seconds`, as the RATE_LIMIT_* settings say); false
+ * when the window is full. The V1 send script applies the same rule to its windows inline,
+ * since it must decide them atomically with billing.
+ */
+export async function takeWindow(
+  redis: RedisClient,
+  key: string,
+  rule: { limit: number; windowSeconds: number } | null,
+  member: string,
+): Promise<boolean> {
+  if (rule === null) return true;
+  const taken = await takeWindowScript.run(
+    redis,
+    [key],
+    [Date.now(), rule.limit, rule.windowSeconds, member],
+  );
+  return taken === 1;
+}
 
 /** A uniformly random code of `length` digits (leading zeros kept). */
 export function newCode(length: number): string {

@@ -1,0 +1,81 @@
+import { createLocalJWKSet, jwtVerify } from "jose";
+import { RingfenceError } from "../errors.js";
+import type { CallContext } from "../rpc/binding.js";
+import { signAccessToken, type SigningKeys } from "../oauth/keys/signing-keys.js";
+import type { SessionStore } from "./sessions.js";
+
+export interface Caller {
+  userId: string;
+  sessionId: string;
+  appId: string;
+  jti: string;
+  scopes: string[];
+}
+
+/** A session access token: sub (user), session_id, app_id, scope, signed like server tokens. */
+export async function issueSessionToken(
+  keys: SigningKeys,
+  c: {
+    issuer: string;
+    userId: string;
+    sessionId: string;
+    appId: string;
+    scopes: string[];
+    jti: string;
+    lifetimeSeconds: number;
+  },
+): Promise<string> {
+  const iat = Math.floor(Date.now() / 1000);
+  return signAccessToken(keys, {
+    iss: c.issuer,
+    sub: c.userId,
+    aud: c.appId,
+    app_id: c.appId,
+    session_id: c.sessionId,
+    scope: c.scopes.join(" "),
+    iat,
+    exp: iat + c.lifetimeSeconds,
+    jti: c.jti,
+  });
+}
+
+const CHALLENGE = { "www-authenticate": 'Bearer realm="ringfence", error="invalid_token"' };
+
+/**
+ * The caller of a user call: a valid session token whose session is still alive in Redis, so a
+ * logout or a revoked session applies at once even to tokens already issued.
+ */
+export async function authenticateCaller(
+  ctx: CallContext,
+  deps: { keys: SigningKeys; sessions: SessionStore; issuer: string },
+): Promise<Caller> {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.header("authorization") ?? "");
+  if (match?.[1] === undefined) {
+    throw new RingfenceError("invalid_token", "Authorization: Bearer <access token> is required", {
+      "www-authenticate": 'Bearer realm="ringfence"',
+    });
+  }
+  let payload: Record<string, unknown>;
+  try {
+    ({ payload } = await jwtVerify(match[1], createLocalJWKSet(await deps.keys.jwks()), {
+      issuer: deps.issuer,
+      typ: "at+jwt",
+    }));
+  } catch {
+    throw new RingfenceError("invalid_token", "the access token is invalid or expired", CHALLENGE);
+  }
+  const { sub, session_id: sessionId, app_id: appId, jti, scope } = payload;
+  if (
+    typeof sub !== "string" ||
+    typeof sessionId !== "string" ||
+    typeof appId !== "string" ||
+    typeof jti !== "string"
+  ) {
+    throw new RingfenceError("invalid_token", "not a session access token", CHALLENGE);
+  }
+  if (!(await deps.sessions.alive(sub, sessionId))) {
+    throw new RingfenceError("invalid_token", "the session has ended", CHALLENGE);
+  }
+  const scopes = typeof scope === "string" && scope !== "" ? scope.split(" ") : [];
+  return { userId: sub, sessionId, appId, jti, scopes };
+}

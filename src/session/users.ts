@@ -1,0 +1,90 @@
+import { randomBytes } from "node:crypto";
+import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
+
+export const IDENTIFIER_TYPES = ["phone_number", "email_address"] as const;
+export type IdentifierType = (typeof IDENTIFIER_TYPES)[number];
+
+export interface Identifier {
+  type: IdentifierType;
+  value: string;
+}
+
+export interface User {
+  userId: string;
+  appId: string;
+  identifiers: Identifier[];
+  hasPassword: boolean;
+}
+
+const createUser = LuaScript.fromFile(new URL("./create_user.lua", import.meta.url));
+
+/**
+ * Users of an app: `user:{<user_id>}` (hash), and the app's identifier index
+ * `ident:{<app_id>}:<type>:<value>` → user id, so one identifier belongs to one user per app.
+ */
+export class UserStore {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+  ) {}
+
+  key(userId: string): string {
+    return this.keys.key("user", userId);
+  }
+
+  private indexKey(appId: string, id: Identifier): string {
+    return this.keys.key("ident", appId, id.type, id.value.toLowerCase());
+  }
+
+  async byIdentifier(appId: string, id: Identifier): Promise<User | undefined> {
+    const userId = await this.redis.get(this.indexKey(appId, id));
+    return userId === null ? undefined : this.get(userId);
+  }
+
+  async get(userId: string): Promise<User | undefined> {
+    if (!/^usr_[A-Za-z0-9_-]{22}$/.test(userId)) return undefined;
+    const h = await this.redis.hgetall(this.key(userId));
+    if (h.app_id === undefined) return undefined;
+    const identifiers: Identifier[] = [];
+    for (const type of IDENTIFIER_TYPES) {
+      const value = h[type];
+      if (value !== undefined) identifiers.push({ type, value });
+    }
+    return { userId, appId: h.app_id, identifiers, hasPassword: h.password_hash !== undefined };
+  }
+
+  /**
+   * Creates a user holding the identifiers; undefined when one is already another user's. The
+   * index is written first: a crash before the user hash leaves an index that `findOrCreate`
+   * completes.
+   */
+  async create(appId: string, identifiers: Identifier[], passwordHash?: string): Promise<User | undefined> {
+    const userId = `usr_${randomBytes(16).toString("base64url")}`;
+    const index = identifiers.map((id) => this.indexKey(appId, id));
+    if ((await createUser.run(this.redis, index, [userId])) !== 1) return undefined;
+    const fields: Record<string, string> = { app_id: appId, created_at: new Date().toISOString() };
+    for (const id of identifiers) fields[id.type] = id.value;
+    if (passwordHash !== undefined) fields.password_hash = passwordHash;
+    await this.redis.hset(this.key(userId), fields);
+    return { userId, appId, identifiers, hasPassword: passwordHash !== undefined };
+  }
+
+  /** The user holding the identifier, created on first login; `created` says which. */
+  async findOrCreate(appId: string, id: Identifier): Promise<{ user: User; created: boolean }> {
+    const userId = await this.redis.get(this.indexKey(appId, id));
+    if (userId !== null) {
+      const user = await this.get(userId);
+      if (user !== undefined) return { user, created: false };
+      await this.redis.hset(this.key(userId), {
+        app_id: appId,
+        created_at: new Date().toISOString(),
+        [id.type]: id.value,
+      });
+      return { user: { userId, appId, identifiers: [id], hasPassword: false }, created: true };
+    }
+    const made = await this.create(appId, [id]);
+    if (made !== undefined) return { user: made, created: true };
+    // Another login created it meanwhile.
+    return this.findOrCreate(appId, id);
+  }
+}

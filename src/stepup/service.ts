@@ -1,0 +1,204 @@
+import { RingfenceError } from "../errors.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { Keys, RedisClient } from "../redis/client.js";
+import type { Secrets } from "../crypto/secrets.js";
+import type { Handlers } from "../rpc/binding.js";
+import { HTTP_STATUS_MARKER } from "../rpc/binding.js";
+import type { StepUpServiceService } from "../gen/ringfence/stepup/v1/stepup_service.js";
+import type { AppStore } from "../apps/store.js";
+import { SCOPE } from "../apps/app.js";
+import type { SigningKeys } from "../oauth/keys/signing-keys.js";
+import { hashCode, newCode } from "../otp/code.js";
+import type { ChallengeStore, StepUpState } from "../session/challenges.js";
+import type { CodeSender } from "../session/delivery.js";
+import type { SessionStore } from "../session/sessions.js";
+import { authenticateCaller } from "../session/tokens.js";
+import type { UserStore } from "../session/users.js";
+import { checked, fieldError, PASSWORD_SCOPE, type AppEventSink } from "../session/service.js";
+import { StoredStepUpConfig, toResponse, validateStepUpConfig, type StepUpConfig } from "./config.js";
+import { decide } from "./decide.js";
+import type { DelegationClient } from "./delegation.js";
+import type { Decision, IdentifierType } from "./rules.js";
+import { hashPassword, checkPasswordPolicy } from "./password.js";
+
+export interface StepUpDeps {
+  config: Config;
+  log: Logger;
+  redis: RedisClient;
+  keys: Keys;
+  secrets: Secrets;
+  apps: AppStore;
+  users: UserStore;
+  sessions: SessionStore;
+  challenges: ChallengeStore;
+  signingKeys: SigningKeys;
+  codes: CodeSender;
+  delegation: DelegationClient;
+  events: AppEventSink;
+}
+
+/** Which identifier a built-in step proves; other keys cannot be completed by this service. */
+const STEP_IDENTIFIER: Readonly<Record<string, IdentifierType>> = {
+  verify_email: "email_address",
+  verify_sms: "phone_number",
+};
+
+/** Step-up configuration, decisions, challenge steps and the password change they unlock. */
+export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceService> {
+  const { config } = deps;
+  const auth = { keys: deps.signingKeys, sessions: deps.sessions, issuer: config.ISSUER_URL };
+  const configKey = (appId: string) => deps.keys.key("app", appId, "stepup");
+
+  async function loadConfig(appId: string): Promise<StepUpConfig | undefined> {
+    const raw = await deps.redis.get(configKey(appId));
+    return raw === null ? undefined : StoredStepUpConfig.parse(JSON.parse(raw));
+  }
+
+  /** Opens the challenge of step `index`, sending its code; undefined when it cannot be sent. */
+  async function openStep(userId: string, state: StepUpState): Promise<string | undefined> {
+    const step = state.steps[state.stepIndex];
+    const type = step === undefined ? undefined : STEP_IDENTIFIER[step.key];
+    const user = await deps.users.get(userId);
+    const identifier = user?.identifiers.find((i) => i.type === type);
+    if (step === undefined || identifier === undefined) return undefined;
+    const code = newCode(config.OTP_LENGTH);
+    const expiresAtMs = Date.now() + step.expirationDuration * 1000;
+    const challenge = await deps.challenges.createStepUp(userId, state, expiresAtMs, (id) =>
+      hashCode(deps.secrets, id, code),
+    );
+    try {
+      await deps.codes.send(identifier, code, "step_up", step.expirationDuration);
+    } catch (err) {
+      await deps.challenges.remove(challenge.key);
+      throw err;
+    }
+    return challenge.token;
+  }
+
+  return {
+    async createStepUpConfig(req, ctx) {
+      const app = await deps.apps.authenticate(req.appId, ctx);
+      const validated = validateStepUpConfig(req, await deps.apps.scopes(app.appId));
+      await deps.redis.set(configKey(app.appId), JSON.stringify(validated));
+      ctx.setHeader(HTTP_STATUS_MARKER, "201");
+      return toResponse(app.appId, validated);
+    },
+
+    async requestStepUp(req, ctx) {
+      const caller = await authenticateCaller(ctx, auth);
+      const scope = SCOPE.safeParse(req.scope);
+      if (!scope.success) throw fieldError("scope", scope.error.issues[0]?.message ?? "is invalid");
+      if (!(await deps.apps.scopes(caller.appId)).includes(scope.data)) {
+        throw new RingfenceError("scope_not_allowed", `the app does not allow the scope ${scope.data}`);
+      }
+      const user = await deps.users.get(caller.userId);
+      const stored = await loadConfig(caller.appId);
+      const held = new Set(user?.identifiers.map((i) => i.type) ?? []);
+      const resolution =
+        stored === undefined ? ({ kind: "none" } as const) : decide(stored, scope.data, held);
+      let decision: Decision;
+      if (resolution.kind === "direct") decision = resolution.entry;
+      else if (resolution.kind === "delegated" && stored !== undefined) {
+        decision = await deps.delegation.decide(resolution.entry, stored.jwksUrl, {
+          scope_requested: scope.data,
+          user_id: caller.userId,
+          identifiers: user?.identifiers ?? [],
+          signals: { session_id: caller.sessionId },
+          metadata: req.metadata ?? {},
+        });
+      } else decision = { status: "block", grantedFor: 0, grantMode: "single-use", steps: [] };
+
+      if (decision.status === "continue") {
+        const until = Date.now() + decision.grantedFor * 1000;
+        await deps.sessions.grant(caller.userId, caller.sessionId, {
+          scope: scope.data,
+          untilMs: until,
+          mode: decision.grantMode,
+        });
+        await deps.events.emit(caller.appId, "scope.granted", {
+          user_id: caller.userId,
+          session_id: caller.sessionId,
+          scope: scope.data,
+          granted_for: decision.grantedFor,
+          grant_mode: decision.grantMode,
+          via: "step_up",
+        });
+        return { status: "continue", challengeToken: "", steps: [] };
+      }
+      if (decision.status === "block") return { status: "block", challengeToken: "", steps: [] };
+
+      const steps = [...decision.steps].sort((a, b) => a.order - b.order);
+      const state: StepUpState = {
+        sessionId: caller.sessionId,
+        appId: caller.appId,
+        scope: scope.data,
+        grantedFor: decision.grantedFor,
+        grantMode: decision.grantMode,
+        steps,
+        stepIndex: 0,
+      };
+      const token = await openStep(caller.userId, state);
+      if (token === undefined) {
+        deps.log.warn("step-up review with a step this user cannot complete: blocked", { scope: scope.data });
+        return { status: "block", challengeToken: "", steps: [] };
+      }
+      return { status: "review", challengeToken: token, steps };
+    },
+
+    async checkStepUpOtp(req) {
+      const ref = deps.challenges.readStepUp(req.challengeToken);
+      const state = ref === undefined ? undefined : await deps.challenges.stepUpOf(ref.key);
+      if (ref === undefined || state === undefined) {
+        throw new RingfenceError("expired_challenge", "unknown, used or expired challenge_token");
+      }
+      if (!(await deps.sessions.alive(ref.userId, state.sessionId))) {
+        throw new RingfenceError("invalid_token", "the session has ended");
+      }
+      await checked(deps, ref.key, hashCode(deps.secrets, ref.id, req.code));
+      await deps.challenges.remove(ref.key);
+      const next = { ...state, stepIndex: state.stepIndex + 1 };
+      const nextStep = next.steps[next.stepIndex];
+      if (nextStep !== undefined) {
+        const token = await openStep(ref.userId, next);
+        if (token === undefined)
+          throw new RingfenceError("expired_challenge", `the step ${nextStep.key} cannot be completed`);
+        return { challengeToken: token, currentStep: nextStep.key };
+      }
+      const sessionKey = deps.sessions.keysOf(ref.userId, state.sessionId).session;
+      const stepUpToken = await deps.challenges.createStepUpToken(
+        ref.userId,
+        sessionKey,
+        state,
+        config.STEP_UP_TOKEN_TTL_SECONDS * 1000,
+      );
+      return { challengeToken: stepUpToken, currentStep: "completed" };
+    },
+
+    async resetPassword(req, ctx) {
+      const caller = await authenticateCaller(ctx, auth);
+      const problem = checkPasswordPolicy(req.password);
+      if (problem !== undefined) throw fieldError("password", problem);
+      const insufficient = () =>
+        new RingfenceError("insufficient_scope", `the session needs the ${PASSWORD_SCOPE} scope`, {
+          "www-authenticate": `Bearer realm="ringfence", error="insufficient_scope", scope="${PASSWORD_SCOPE}"`,
+        });
+      // A cheap look first, so that only callers holding the scope cost an argon2id hash.
+      if (!(await deps.sessions.scopes(caller.userId, caller.sessionId)).includes(PASSWORD_SCOPE))
+        throw insufficient();
+      const passwordHash = await hashPassword(req.password);
+      const outcome = await deps.sessions.resetPassword(caller.userId, caller.sessionId, {
+        scope: PASSWORD_SCOPE,
+        jti: caller.jti,
+        passwordHash,
+      });
+      if (outcome === "no_session") throw new RingfenceError("invalid_token", "the session has ended");
+      if (outcome === "insufficient_scope") throw insufficient();
+      const who = { user_id: caller.userId, session_id: caller.sessionId };
+      await deps.events.emit(caller.appId, "scope.consumed", { ...who, scope: PASSWORD_SCOPE });
+      await deps.events.emit(caller.appId, "password.changed", who);
+      ctx.setHeader(HTTP_STATUS_MARKER, "204");
+      return {};
+    },
+  };
+}
