@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { isMailbox } from "./messaging/email-provider.js";
+import { LINE_TYPES } from "./lookup/numbers.js";
 
 const port = z.coerce.number().int().min(0).max(65535);
 const url = (protocols: readonly string[]) =>
@@ -56,27 +57,7 @@ const csv = (allowed: readonly string[]) =>
       message: `must be a comma list of: ${allowed.join(", ")}`,
     });
 
-const LINE_TYPE_NAMES = [
-  "CallingCards",
-  "FixedLine",
-  "InternetServiceProvider",
-  "LocalRate",
-  "Mobile",
-  "Other",
-  "Pager",
-  "PayPhone",
-  "PremiumRate",
-  "Satellite",
-  "Service",
-  "SharedCost",
-  "ShortCodesCommercial",
-  "TollFree",
-  "UniversalAccess",
-  "Unknown",
-  "VPN",
-  "VoiceMail",
-  "Voip",
-] as const;
+const LINE_TYPE_NAMES = LINE_TYPES;
 
 const DEV_SECRETS_KEY = Buffer.alloc(32, "ringfence-development-only-key!!").toString("base64");
 

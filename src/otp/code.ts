@@ -19,12 +19,17 @@ export type CheckStatus = (typeof CHECK_STATUSES)[number];
 
 const CODE_PURPOSE = "otp-code";
 const checkCodeScript = LuaScript.fromFile(new URL("./check_code.lua", import.meta.url));
-const takeWindowScript = LuaScript.fromFile(new URL("./take_window.lua", import.meta.url));
+/** Shared sliding-window functions, prepended to every script that limits sends. */
+export const WINDOW_LIBRARY = new URL("./window.lua", import.meta.url);
+const takeWindowScript = LuaScript.withLibraries(
+  new URL("./take_window.lua", import.meta.url),
+  WINDOW_LIBRARY,
+);
 
 /**
  * Takes one use of a sliding window (`count/seconds`, as the RATE_LIMIT_* settings say); false
- * when the window is full. The V1 send script applies the same rule to its windows inline,
- * since it must decide them atomically with billing.
+ * when the window is full. The V1 send and retry scripts use the same window.lua functions
+ * inside their own scripts, since they decide windows atomically with billing.
  */
 export async function takeWindow(
   redis: RedisClient,
@@ -33,11 +38,7 @@ export async function takeWindow(
   member: string,
 ): Promise<boolean> {
   if (rule === null) return true;
-  const taken = await takeWindowScript.run(
-    redis,
-    [key],
-    [Date.now(), rule.limit, rule.windowSeconds, member],
-  );
+  const taken = await takeWindowScript.run(redis, [key], [JSON.stringify({ now: Date.now(), rule, member })]);
   return taken === 1;
 }
 

@@ -1,9 +1,6 @@
--- A sliding window log: records one use and says whether the window had room for it.
--- KEYS[1]: the window (a sorted set of uses by time). ARGV: now (ms), limit, window (s), member.
--- Returns 1 when taken, 0 when the window is full (nothing recorded).
-local now, limit, seconds = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - seconds * 1000)
-if redis.call('ZCARD', KEYS[1]) >= limit then return 0 end
-redis.call('ZADD', KEYS[1], now, ARGV[4])
-redis.call('PEXPIRE', KEYS[1], seconds * 1000)
+-- Records one use in a sliding window when it has room (window.lua is prepended).
+-- KEYS[1]: the window. ARGV[1]: JSON {now, rule, member}. Returns 1 when taken, 0 when full.
+local a = cjson.decode(ARGV[1])
+if window_full(KEYS[1], a.rule, a.now) then return 0 end
+window_record(KEYS[1], a.rule, a.now, a.member)
 return 1

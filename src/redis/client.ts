@@ -74,6 +74,12 @@ export class LuaScript {
     return new LuaScript(url.pathname.split("/").pop() ?? "script", readFileSync(url, "utf8"));
   }
 
+  /** A script with shared Lua functions (`libraries`) prepended, so rules are written once. */
+  static withLibraries(url: URL, ...libraries: URL[]): LuaScript {
+    const source = [...libraries, url].map((u) => readFileSync(u, "utf8")).join("\n");
+    return new LuaScript(url.pathname.split("/").pop() ?? "script", source);
+  }
+
   async run(
     redis: RedisClient,
     keys: readonly string[],

@@ -2,6 +2,7 @@
 -- windows, billing, and the new code replacing the old one.
 -- KEYS: 1 account, 2 month spend, 3 auth, 4 per-number window, 5 per-account window
 -- ARGV[1]: JSON {now, codeHash, maxRetries, retryIntervalMs, price, member, limits}.
+-- window.lua is prepended (window_full, window_record).
 -- Returns {status, retries, next_retry_at_ms}, or an error reply negative_balance |
 -- spending_limit_exceeded | suspended_account.
 local a = cjson.decode(ARGV[1])
@@ -17,13 +18,7 @@ if now >= tonumber(h[3]) then return {'expired_auth', retries, 0} end
 if retries >= a.maxRetries then return {'rate_limited', retries, 0} end
 if now < next_at then return {'denied', retries, next_at} end
 
-local function active(rule) return type(rule) == 'table' end
-local function full(key, rule)
-  if not active(rule) then return false end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - rule.windowSeconds * 1000)
-  return redis.call('ZCARD', key) >= rule.limit
-end
-if full(KEYS[4], a.limits.number) or full(KEYS[5], a.limits.account) then
+if window_full(KEYS[4], a.limits.number, now) or window_full(KEYS[5], a.limits.account, now) then
   return {'rate_limited', retries, next_at}
 end
 
@@ -35,12 +30,8 @@ if spent + a.price > (tonumber(account[3]) or 0) then return redis.error_reply('
 redis.call('HINCRBY', KEYS[1], 'balance_micros', -a.price)
 redis.call('INCRBY', KEYS[2], a.price)
 redis.call('EXPIRE', KEYS[2], 40 * 86400)
-for i, rule in ipairs({a.limits.number, a.limits.account}) do
-  if active(rule) then
-    redis.call('ZADD', KEYS[3 + i], now, a.member)
-    redis.call('PEXPIRE', KEYS[3 + i], rule.windowSeconds * 1000)
-  end
-end
+window_record(KEYS[4], a.limits.number, now, a.member)
+window_record(KEYS[5], a.limits.account, now, a.member)
 
 local next_retry = now + a.retryIntervalMs
 redis.call('HSET', KEYS[3], 'code_hash', a.codeHash, 'prev_code_hash', h[6],

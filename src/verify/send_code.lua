@@ -3,7 +3,7 @@
 -- KEYS: 1 account, 2 month spend, 3 auth, 4 events, 5 hook, 6 webhook pending set,
 --       7 per-number window, 8 per-IP window, 9 per-device window, 10 per-account window,
 --       11 numbers per IP, 12 numbers per device, 13 sends into the number's range
--- ARGV[1]: JSON, see store.ts (SendArgs).
+-- ARGV[1]: JSON, see store.ts (SendArgs). window.lua is prepended (window_full, window_record).
 -- Returns the status (pending | rate_limited | spam_detected), or an error reply
 -- negative_balance | spending_limit_exceeded | suspended_account.
 local a = cjson.decode(ARGV[1])
@@ -13,18 +13,11 @@ local account = redis.call('HMGET', KEYS[1], 'status', 'balance_micros', 'spendi
 if not account[1] then return redis.error_reply('account_invalid') end
 if account[1] == 'suspended' then return redis.error_reply('suspended_account') end
 
-local function active(rule) return type(rule) == 'table' end
-
--- A sliding window log: members scored by time; true when the window is full.
-local function full(key, rule)
-  if not active(rule) then return false end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - rule.windowSeconds * 1000)
-  return redis.call('ZCARD', key) >= rule.limit
-end
+local function full(key, rule) return window_full(key, rule, now) end
 
 -- Distinct numbers seen in a window; true when this number would be one too many.
 local function too_many_numbers(key, rule)
-  if not active(rule) then return false end
+  if type(rule) ~= 'table' then return false end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - rule.windowSeconds * 1000)
   if redis.call('ZSCORE', key, a.phone) then return false end
   return redis.call('ZCARD', key) >= rule.limit
@@ -55,11 +48,7 @@ if status == 'pending' then
   redis.call('INCRBY', KEYS[2], a.price)
   redis.call('EXPIRE', KEYS[2], 40 * 86400)
 
-  local function record(key, rule, member)
-    if not active(rule) then return end
-    redis.call('ZADD', key, now, member)
-    redis.call('PEXPIRE', key, rule.windowSeconds * 1000)
-  end
+  local function record(key, rule, member) window_record(key, rule, now, member) end
   record(KEYS[7], a.limits.number, a.member)
   if a.hasIp then record(KEYS[8], a.limits.ip, a.member) end
   if a.hasDevice then record(KEYS[9], a.limits.device, a.member) end

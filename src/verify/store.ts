@@ -3,9 +3,10 @@ import { LuaScript } from "../redis/client.js";
 import { RingfenceError } from "../errors.js";
 import { outboxKeys } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
-import { checkCode, type CheckStatus } from "../otp/code.js";
+import { checkCode, WINDOW_LIBRARY, type CheckStatus } from "../otp/code.js";
 
-const script = (name: string) => LuaScript.fromFile(new URL(`./${name}.lua`, import.meta.url));
+const script = (name: string) =>
+  LuaScript.withLibraries(new URL(`./${name}.lua`, import.meta.url), WINDOW_LIBRARY);
 const sendCode = script("send_code");
 const retryCode = script("retry_code");
 const releaseSend = script("release_send");
