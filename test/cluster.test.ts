@@ -1,20 +1,113 @@
 import { expect } from "chai";
 import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_service.js";
 import { startRedisCluster, type RedisCluster } from "./support/redis.js";
-import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
+import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
+import { SmsReceiver } from "./support/receivers.js";
 
 describe("on a Redis Cluster", () => {
   let cluster: RedisCluster;
   let app: TestApp;
+  let sms: SmsReceiver;
 
   before(async function () {
     this.timeout(60_000);
     cluster = await startRedisCluster();
-    app = await startTestApp({ REDIS_CLUSTER_NODES: cluster.nodes });
+    sms = await SmsReceiver.start();
+    app = await startTestApp({
+      REDIS_CLUSTER_NODES: cluster.nodes,
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: sms.url,
+    });
   });
   after(async () => {
     await app.stop();
     await cluster.stop();
+    await sms.close();
+  });
+
+  async function post(path: string, body: unknown, headers: Record<string, string> = {}) {
+    const res = await fetch(`${app.baseUrl}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: (text === "" ? {} : JSON.parse(text)) as Record<string, unknown> };
+  }
+
+  it("sends, checks and bills a V1 code, whose scripts keep to the customer's slot", async () => {
+    const { account, apiKey } = await app.registry.accounts.create({
+      name: "Cluster",
+      balanceMicros: 1_000_000,
+      spendingLimitMicros: 1_000_000,
+      features: [],
+      regions: [],
+    });
+    const before = sms.messages.length;
+    const sent = await post(
+      "/v1/authentication",
+      {
+        customer_uuid: account.customerUuid,
+        phone_number: "+33612345678",
+        callback_url: "http://127.0.0.1:9/hook",
+      },
+      { "x-api-key": apiKey },
+    );
+    expect(sent.body.status).to.equal("pending");
+    const code = SmsReceiver.code(await sms.message(before));
+    const checked = await post(
+      "/v1/check",
+      {
+        customer_uuid: account.customerUuid,
+        authentication_uuid: sent.body.authentication_uuid,
+        check_code: code,
+      },
+      { "x-api-key": apiKey },
+    );
+    expect(checked.body.status).to.equal("valid");
+    expect((await app.registry.accounts.get(account.customerUuid))?.balanceMicros).to.equal(950_000);
+  });
+
+  it("issues server tokens, opens sessions and changes a password", async () => {
+    const made = JSON.parse((await runCli(["apps", "create", "--name", "C"], cliEnv(app.config))).stdout) as {
+      app_id: string;
+      management_api_key: string;
+    };
+    const client = await post(
+      `/v2/session/apps/${made.app_id}/oauth/clients`,
+      { client_name: "c", provider_url: "https://c.example.com", grant_types: ["client_credentials"] },
+      { authorization: `Bearer ${made.management_api_key}` },
+    );
+    expect(client.status).to.equal(201);
+    const basic = Buffer.from(
+      `${String(client.body.client_id)}:${String(client.body.client_secret)}`,
+    ).toString("base64");
+    const token = await fetch(`${app.baseUrl}/v1/session/oauth/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", authorization: `Basic ${basic}` },
+      body: "grant_type=client_credentials",
+    });
+    expect(token.status).to.equal(200);
+
+    const before = sms.messages.length;
+    const started = await post("/v1/session/login/otp", {
+      app_id: made.app_id,
+      identifier: { type: "phone_number", value: "+33612345679" },
+    });
+    const code = SmsReceiver.code(await sms.message(before));
+    const session = await post("/v1/session/login/otp/check", {
+      challenge_token: started.body.challenge_token,
+      code,
+      grant_change_password: true,
+    });
+    expect(session.body.scope).to.equal("svc:pwd:write");
+    const bearer = { authorization: `Bearer ${String(session.body.access_token)}` };
+    expect(
+      (await post("/v1/session/me/password/reset", { password: "cluster-passw0rd" }, bearer)).status,
+    ).to.equal(204);
+    expect(
+      (await post("/v1/session/refresh", { refresh_token: session.body.refresh_token })).status,
+    ).to.equal(200);
   });
 
   it("keeps accounts, runs their scripts and serves lookups over REST and gRPC", async () => {

@@ -129,5 +129,8 @@ export function cliEnv(config: Config): Record<string, string> {
     REDIS_URL: config.REDIS_URL,
     REDIS_KEY_PREFIX: config.REDIS_KEY_PREFIX,
     SECRETS_KEY: config.SECRETS_KEY.toString("base64"),
+    ...(config.REDIS_CLUSTER_NODES === undefined
+      ? {}
+      : { REDIS_CLUSTER_NODES: config.REDIS_CLUSTER_NODES.join(",") }),
   };
 }
