@@ -1,4 +1,5 @@
 import { status as GrpcStatus } from "@grpc/grpc-js";
+import type { ZodError } from "zod";
 
 /**
  * Every error a caller can see, keyed by its stable code. Each code maps once to a gRPC status
@@ -83,6 +84,23 @@ export class RingfenceError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * A request field that broke a rule: 400 `bad_request`, the message starting with the field as
+ * callers spell it, and `field` in session-family bodies.
+ */
+export function badField(field: string, message: string): RingfenceError {
+  return new RingfenceError("bad_request", `${field}: ${message}`, {}, { field });
+}
+
+/** The first issue of a failed zod parse of a decoded request, its path in snake_case. */
+export function badInput(error: ZodError): RingfenceError {
+  const issue = error.issues[0];
+  const field = (issue?.path ?? [])
+    .map((p) => String(p).replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`))
+    .join(".");
+  return badField(field, issue?.message ?? "is invalid");
 }
 
 export interface WireError {

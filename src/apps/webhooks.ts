@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { RingfenceError } from "../errors.js";
+import { badField, RingfenceError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
@@ -255,7 +255,7 @@ function parseStored(raw: string): StoredWebhook | undefined {
 }
 
 function validUrl(url: string): string {
-  const bad = (message: string) => new RingfenceError("bad_request", `url ${message}`, {}, { field: "url" });
+  const bad = (message: string) => badField("url", message);
   if (url === "") throw bad("is required");
   if (url.length > MAX_URL_LENGTH) throw bad(`must be at most ${MAX_URL_LENGTH} characters`);
   let parsed: URL;
@@ -270,26 +270,19 @@ function validUrl(url: string): string {
 
 function validEvents(events: readonly string[]): AppEventType[] {
   if (events.length === 0) {
-    throw new RingfenceError(
-      "bad_request",
-      `events must hold at least one of ${APP_EVENT_TYPES.join(", ")}`,
-      {},
-      { field: "events" },
-    );
+    throw badField("events", `must hold at least one of ${APP_EVENT_TYPES.join(", ")}`);
   }
   const seen: AppEventType[] = [];
   events.forEach((event, i) => {
     const field = `events[${i}]`;
     if (!isAppEventType(event)) {
-      throw new RingfenceError(
-        "bad_request",
-        `${field}: ${JSON.stringify(event.slice(0, 64))} is not an event type (${APP_EVENT_TYPES.join(", ")})`,
-        {},
-        { field },
+      throw badField(
+        field,
+        `${JSON.stringify(event.slice(0, 64))} is not an event type (${APP_EVENT_TYPES.join(", ")})`,
       );
     }
     if (seen.includes(event)) {
-      throw new RingfenceError("bad_request", `${field}: "${event}" is listed twice`, {}, { field });
+      throw badField(field, `"${event}" is listed twice`);
     }
     seen.push(event);
   });

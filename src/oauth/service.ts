@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { RingfenceError } from "../errors.js";
+import { badField, badInput, RingfenceError } from "../errors.js";
 import type { Handlers } from "../rpc/binding.js";
 import type { OAuthServiceService } from "../gen/ringfence/oauth/v1/oauth_service.js";
 import { HTTP_STATUS_MARKER } from "../rpc/binding.js";
@@ -48,7 +48,7 @@ export function oauthHandlers(
     async createClient(req, ctx) {
       const app = await deps.apps.authenticate(req.appId, ctx);
       const parsed = NewClient.safeParse(req);
-      if (!parsed.success) throw fieldError(parsed.error);
+      if (!parsed.success) throw badInput(parsed.error);
       const { client, secret } = await deps.clients.create({
         ...parsed.data,
         scopes: [...new Set(parsed.data.scopes)],
@@ -89,12 +89,7 @@ export function oauthHandlers(
       const app = await deps.apps.authenticate(req.appId, ctx);
       const scope = SCOPE.safeParse(req.scope);
       if (!scope.success) {
-        throw new RingfenceError(
-          "bad_request",
-          `scope ${scope.error.issues[0]?.message ?? "is invalid"}`,
-          {},
-          { field: "scope" },
-        );
+        throw badField("scope", scope.error.issues[0]?.message ?? "is invalid");
       }
       return { appId: app.appId, scopes: await deps.apps.addScope(app.appId, scope.data) };
     },
@@ -125,13 +120,4 @@ export function oauthHandlers(
       });
     },
   };
-}
-
-/** A body field that broke a rule: 400 `{code, message, field}` naming it as callers spell it. */
-function fieldError(error: z.ZodError): RingfenceError {
-  const issue = error.issues[0];
-  const field = (issue?.path ?? [])
-    .map((p) => String(p).replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`))
-    .join(".");
-  return new RingfenceError("bad_request", `${field}: ${issue?.message ?? "is invalid"}`, {}, { field });
 }

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { RingfenceError } from "../errors.js";
+import { badField, RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { RedisClient } from "../redis/client.js";
-import type { CallContext, Handlers } from "../rpc/binding.js";
+import type { Handlers } from "../rpc/binding.js";
 import { HTTP_STATUS_MARKER } from "../rpc/binding.js";
 import type { SessionServiceService } from "../gen/ringfence/session/v1/session_service.js";
 import type { AppStore } from "../apps/store.js";
@@ -15,7 +15,7 @@ import { parseE164 } from "../lookup/numbers.js";
 import { isEmailAddress } from "../messaging/email.js";
 import type { ChallengeStore } from "./challenges.js";
 import type { CodeSender } from "./delivery.js";
-import { newToken, readToken, type SessionStore } from "./sessions.js";
+import { readToken, type SessionStore } from "./sessions.js";
 import { authenticateCaller, issueSessionToken } from "./tokens.js";
 import type { Identifier, UserStore } from "./users.js";
 
@@ -82,7 +82,7 @@ export function sessionHandlers(
   return {
     async startOtpLogin(req) {
       const app = await deps.apps.get(req.appId);
-      if (app === undefined) throw fieldError("app_id", "unknown app");
+      if (app === undefined) throw badField("app_id", "unknown app");
       const identifier = readIdentifier(req.identifier);
       await deps.codes.allow(app.appId, identifier);
       const code = newCode(config.OTP_LENGTH);
@@ -146,7 +146,7 @@ export function sessionHandlers(
 
     async refreshSession(req) {
       if ((req.refreshToken === "") === (req.stepUpToken === "")) {
-        throw fieldError("refresh_token", "give exactly one of refresh_token and step_up_token");
+        throw badField("refresh_token", "give exactly one of refresh_token and step_up_token");
       }
       const jti = randomUUID();
       let userId: string;
@@ -250,22 +250,15 @@ export async function checked(
 
 /** An identifier as callers send it, validated. */
 export function readIdentifier(id: { type: string; value: string } | undefined): Identifier {
-  if (id === undefined) throw fieldError("identifier", "is required");
+  if (id === undefined) throw badField("identifier", "is required");
   if (id.type === "phone_number") {
     const parsed = parseE164(id.value);
-    if (parsed === undefined) throw fieldError("identifier.value", "must be an E.164 phone number");
+    if (parsed === undefined) throw badField("identifier.value", "must be an E.164 phone number");
     return { type: "phone_number", value: parsed.e164 };
   }
   if (id.type === "email_address") {
-    if (!isEmailAddress(id.value)) throw fieldError("identifier.value", "must be an email address");
+    if (!isEmailAddress(id.value)) throw badField("identifier.value", "must be an email address");
     return { type: "email_address", value: id.value };
   }
-  throw fieldError("identifier.type", "must be phone_number or email_address");
+  throw badField("identifier.type", "must be phone_number or email_address");
 }
-
-export function fieldError(field: string, message: string): RingfenceError {
-  return new RingfenceError("bad_request", `${field}: ${message}`, {}, { field });
-}
-
-export { newToken };
-export type { CallContext };

@@ -1,4 +1,4 @@
-import { RingfenceError } from "../errors.js";
+import { badField, RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
@@ -15,7 +15,7 @@ import type { CodeSender } from "../session/delivery.js";
 import type { SessionStore } from "../session/sessions.js";
 import { authenticateCaller } from "../session/tokens.js";
 import type { UserStore } from "../session/users.js";
-import { checked, fieldError, PASSWORD_SCOPE, type AppEventSink } from "../session/service.js";
+import { checked, PASSWORD_SCOPE, type AppEventSink } from "../session/service.js";
 import { StoredStepUpConfig, toResponse, validateStepUpConfig, type StepUpConfig } from "./config.js";
 import { decide } from "./decide.js";
 import type { DelegationClient } from "./delegation.js";
@@ -88,7 +88,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     async requestStepUp(req, ctx) {
       const caller = await authenticateCaller(ctx, auth);
       const scope = SCOPE.safeParse(req.scope);
-      if (!scope.success) throw fieldError("scope", scope.error.issues[0]?.message ?? "is invalid");
+      if (!scope.success) throw badField("scope", scope.error.issues[0]?.message ?? "is invalid");
       if (!(await deps.apps.scopes(caller.appId)).includes(scope.data)) {
         throw new RingfenceError("scope_not_allowed", `the app does not allow the scope ${scope.data}`);
       }
@@ -178,7 +178,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     async resetPassword(req, ctx) {
       const caller = await authenticateCaller(ctx, auth);
       const problem = checkPasswordPolicy(req.password);
-      if (problem !== undefined) throw fieldError("password", problem);
+      if (problem !== undefined) throw badField("password", problem);
       const insufficient = () =>
         new RingfenceError("insufficient_scope", `the session needs the ${PASSWORD_SCOPE} scope`, {
           "www-authenticate": `Bearer realm="ringfence", error="insufficient_scope", scope="${PASSWORD_SCOPE}"`,

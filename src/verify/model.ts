@@ -76,8 +76,3 @@ export const CreateAuthenticationInput = z
     message: "requires device_type ANDROID",
   });
 export type CreateAuthenticationInput = z.infer<typeof CreateAuthenticationInput>;
-
-/** camelCase field path → the JSON name callers use. */
-export function wireName(path: PropertyKey[]): string {
-  return path.map((p) => String(p).replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)).join(".");
-}

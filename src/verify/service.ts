@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { hashCode as hashOtp, newCode } from "../otp/code.js";
 import { z } from "zod";
-import { RingfenceError } from "../errors.js";
+import { badField, badInput, RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
@@ -14,13 +14,7 @@ import type { LookupDataSource } from "../lookup/lookup-data.js";
 import { describeNumber, parseE164, type ParsedNumber } from "../lookup/numbers.js";
 import { isAppRealm, isBcp47, renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
-import {
-  CreateAuthenticationInput,
-  FEEDBACK_STATUSES,
-  wireName,
-  type Envelope,
-  type EventType,
-} from "./model.js";
+import { CreateAuthenticationInput, FEEDBACK_STATUSES, type Envelope, type EventType } from "./model.js";
 import type { SendPlace, StoredAuthentication, VerifyStore } from "./store.js";
 
 export interface VerifyDeps {
@@ -434,12 +428,7 @@ function stableUuid(name: string): string {
 function parse<T>(schema: z.ZodType<T>, value: unknown): T {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
-  const issue = r.error.issues[0];
-  throw badField(wireName(issue?.path ?? []), issue?.message ?? "is invalid");
-}
-
-function badField(field: string, message: string): RingfenceError {
-  return new RingfenceError("bad_request", `${field}: ${message}`);
+  throw badInput(r.error);
 }
 
 function uuidField(field: string, value: string): string {
