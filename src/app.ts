@@ -23,6 +23,7 @@ import { createBlockingRedis } from "./redis/client.js";
 import { AppStore } from "./apps/store.js";
 import { ClientStore } from "./oauth/clients.js";
 import { RedisSigningKeys } from "./oauth/keys/signing-keys.js";
+import { CachedKeySet } from "./oauth/keys/key-set.js";
 import { oauthHandlers } from "./oauth/service.js";
 import { OAuthServiceService } from "./gen/ringfence/oauth/v1/oauth_service.js";
 import { SessionServiceService } from "./gen/ringfence/session/v1/session_service.js";
@@ -153,7 +154,9 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     sms: d.sms,
     email: d.email,
   });
+  const keySet = new CachedKeySet(r.signingKeys);
   const session = {
+    keySet,
     config: r.config,
     log: r.log,
     redis: r.redis,
@@ -169,7 +172,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     bindService(VerifyServiceService, verifyHandlers(verify), v1ServiceOptions(r.config, "verify")),
     bindService(
       SessionServiceService,
-      sessionHandlers({ ...session, keys: r.signingKeys }, createAppWebhookHandler(r.apps, events)),
+      sessionHandlers({ ...session, signingKeys: r.signingKeys }, createAppWebhookHandler(r.apps, events)),
       { dialect: "session" },
     ),
     bindService(
@@ -177,7 +180,6 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       stepUpHandlers({
         ...session,
         keys: r.keys,
-        signingKeys: r.signingKeys,
         delegation: new DelegationClient({ keys: r.signingKeys, logger: r.log }),
       }),
       { dialect: "session" },

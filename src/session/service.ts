@@ -10,6 +10,7 @@ import type { SessionServiceService } from "../gen/ringfence/session/v1/session_
 import type { AppStore } from "../apps/store.js";
 import type { AppEvents } from "../apps/webhooks.js";
 import type { SigningKeys } from "../oauth/keys/signing-keys.js";
+import type { CachedKeySet } from "../oauth/keys/key-set.js";
 import { checkCode, hashCode, newCode } from "../otp/code.js";
 import { parseE164 } from "../lookup/numbers.js";
 import { isEmailAddress } from "../messaging/email.js";
@@ -34,7 +35,9 @@ export interface SessionDeps {
   users: UserStore;
   sessions: SessionStore;
   challenges: ChallengeStore;
-  keys: SigningKeys;
+  signingKeys: SigningKeys;
+  /** The published keys, cached, to verify session tokens on every user call. */
+  keySet: CachedKeySet;
   codes: CodeSender;
   events: AppEventSink;
 }
@@ -53,6 +56,7 @@ export function sessionHandlers(
 ): Handlers<typeof SessionServiceService> {
   const { config } = deps;
   const issuer = config.ISSUER_URL;
+  const auth = { keySet: deps.keySet, sessions: deps.sessions, issuer };
 
   async function tokens(
     userId: string,
@@ -62,7 +66,7 @@ export function sessionHandlers(
     jti: string,
     refreshToken: string,
   ): Promise<TokenSet> {
-    const accessToken = await issueSessionToken(deps.keys, {
+    const accessToken = await issueSessionToken(deps.signingKeys, {
       issuer,
       userId,
       sessionId,
@@ -199,7 +203,7 @@ export function sessionHandlers(
     },
 
     async logout(_req, ctx) {
-      const caller = await authenticateCaller(ctx, { keys: deps.keys, sessions: deps.sessions, issuer });
+      const caller = await authenticateCaller(ctx, auth);
       await deps.sessions.end(caller.userId, caller.sessionId);
       await deps.events.emit(caller.appId, "session.revoked", {
         user_id: caller.userId,
@@ -211,7 +215,7 @@ export function sessionHandlers(
     },
 
     async getMe(_req, ctx) {
-      const caller = await authenticateCaller(ctx, { keys: deps.keys, sessions: deps.sessions, issuer });
+      const caller = await authenticateCaller(ctx, auth);
       const user = await deps.users.get(caller.userId);
       if (user === undefined) throw new RingfenceError("invalid_token", "the user no longer exists");
       return {

@@ -1,7 +1,8 @@
-import { createLocalJWKSet, jwtVerify } from "jose";
+import { jwtVerify } from "jose";
 import { RingfenceError } from "../errors.js";
 import type { CallContext } from "../rpc/binding.js";
 import { signAccessToken, type SigningKeys } from "../oauth/keys/signing-keys.js";
+import type { CachedKeySet } from "../oauth/keys/key-set.js";
 import type { SessionStore } from "./sessions.js";
 
 export interface Caller {
@@ -47,7 +48,7 @@ const CHALLENGE = { "www-authenticate": 'Bearer realm="ringfence", error="invali
  */
 export async function authenticateCaller(
   ctx: CallContext,
-  deps: { keys: SigningKeys; sessions: SessionStore; issuer: string },
+  deps: { keySet: CachedKeySet; sessions: SessionStore; issuer: string },
 ): Promise<Caller> {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.header("authorization") ?? "");
   if (match?.[1] === undefined) {
@@ -57,7 +58,7 @@ export async function authenticateCaller(
   }
   let payload: Record<string, unknown>;
   try {
-    ({ payload } = await jwtVerify(match[1], createLocalJWKSet(await deps.keys.jwks()), {
+    ({ payload } = await jwtVerify(match[1], deps.keySet.getKey, {
       issuer: deps.issuer,
       typ: "at+jwt",
     }));

@@ -8,7 +8,7 @@ import { HTTP_STATUS_MARKER } from "../rpc/binding.js";
 import type { StepUpServiceService } from "../gen/ringfence/stepup/v1/stepup_service.js";
 import type { AppStore } from "../apps/store.js";
 import { SCOPE } from "../apps/app.js";
-import type { SigningKeys } from "../oauth/keys/signing-keys.js";
+import type { CachedKeySet } from "../oauth/keys/key-set.js";
 import { hashCode, newCode } from "../otp/code.js";
 import type { ChallengeStore, StepUpState } from "../session/challenges.js";
 import type { CodeSender } from "../session/delivery.js";
@@ -32,7 +32,8 @@ export interface StepUpDeps {
   users: UserStore;
   sessions: SessionStore;
   challenges: ChallengeStore;
-  signingKeys: SigningKeys;
+  /** The published keys, cached, to verify session tokens. */
+  keySet: CachedKeySet;
   codes: CodeSender;
   delegation: DelegationClient;
   events: AppEventSink;
@@ -47,7 +48,7 @@ const STEP_IDENTIFIER: Readonly<Record<string, IdentifierType>> = {
 /** Step-up configuration, decisions, challenge steps and the password change they unlock. */
 export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceService> {
   const { config } = deps;
-  const auth = { keys: deps.signingKeys, sessions: deps.sessions, issuer: config.ISSUER_URL };
+  const auth = { keySet: deps.keySet, sessions: deps.sessions, issuer: config.ISSUER_URL };
   const configKey = (appId: string) => deps.keys.key("app", appId, "stepup");
 
   async function loadConfig(appId: string): Promise<StepUpConfig | undefined> {
