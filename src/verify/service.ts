@@ -211,8 +211,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       if (!/^\d{1,12}$/.test(req.checkCode)) throw badField("check_code", "must be the digits of the code");
       const account = await customer(req.customerUuid, ctx);
       const t = now();
-      const stored = await store.get(account.customerUuid, authUuid);
-      const correlationId = stored?.auth.correlationId ?? "";
+      const correlationId = await store.correlationId(account.customerUuid, authUuid);
       const checkEvent = (status: string) =>
         JSON.stringify(
           envelope("attempt", new Date(t).toISOString(), correlationId, {
@@ -344,12 +343,12 @@ export async function recordReceipt(deps: VerifyDeps, receipt: DeliveryReceipt):
     deps.log.warn("delivery receipt for an unknown message", { providerId: receipt.providerId });
     return;
   }
-  const found = await deps.store.get(owner.customer, owner.auth);
-  if (found === undefined) return;
+  // An expired authentication has no events list left: appendEvent then records nothing.
+  const correlationId = await deps.store.correlationId(owner.customer, owner.auth);
   const { hooked } = await deps.store.appendEvent(
     owner.customer,
     owner.auth,
-    envelope("delivery_status", receipt.at, found.auth.correlationId, {
+    envelope("delivery_status", receipt.at, correlationId, {
       authentication_uuid: owner.auth,
       attempt: owner.attempt,
       status: receipt.state,

@@ -208,6 +208,11 @@ export class VerifyStore {
     };
   }
 
+  /** The correlation_id given at creation ("" when none, or no such authentication). */
+  async correlationId(customer: string, auth: string): Promise<string> {
+    return (await this.redis.hget(this.authKeys(customer, auth).auth, "correlation_id")) ?? "";
+  }
+
   /** Remembers which authentication a provider's message id belongs to, for delivery receipts. */
   async rememberMessage(
     providerId: string,
