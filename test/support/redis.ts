@@ -24,42 +24,81 @@ export function freePort(): Promise<number> {
 export interface RedisServer {
   port: number;
   url: string;
+  /** The server process id (for SIGSTOP/SIGCONT in fault tests). */
+  pid(): number;
+  /** Freezes the server (SIGSTOP): connections stay open, nothing answers. */
+  pause(): void;
+  /** Thaws a paused server (SIGCONT). */
+  resume(): void;
+  /** Stops the server and starts it again on the same port and data directory. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
-/** Starts a throwaway `redis-server` from PATH (no persistence) and waits until it answers. */
-export async function startRedis(extraArgs: string[] = []): Promise<RedisServer> {
+export interface RedisOptions {
+  /** Extra `redis-server` arguments. */
+  args?: string[];
+  /** Keep data across restart() with an append-only file fsynced on every write. */
+  persistent?: boolean;
+}
+
+/** Starts a throwaway `redis-server` from PATH (no persistence by default) and waits until it answers. */
+export async function startRedis(options: RedisOptions | string[] = {}): Promise<RedisServer> {
+  const { args = [], persistent = false } = Array.isArray(options) ? { args: options } : options;
   const which = spawnSync("redis-server", ["--version"]);
   if (which.error) throw new Error("redis-server is not on PATH: install it (apt-get install redis-server)");
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "ringfence-redis-"));
-  const child: ChildProcess = spawn(
-    "redis-server",
-    [
-      ...["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir],
-      ...["--enable-debug-command", "local", ...extraArgs],
-    ],
-    { stdio: "ignore" },
-  );
+  const persistence = persistent
+    ? ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+    : ["--save", "", "--appendonly", "no"];
   const url = `redis://127.0.0.1:${port}`;
-  await waitFor(async () => {
-    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    probe.on("error", () => undefined);
-    try {
-      await probe.connect();
-      await probe.ping();
-      return true;
-    } finally {
-      probe.disconnect();
-    }
-  });
+  const launch = async (): Promise<ChildProcess> => {
+    const child = spawn(
+      "redis-server",
+      [
+        ...["--port", String(port), "--bind", "127.0.0.1", ...persistence, "--dir", dir],
+        ...["--enable-debug-command", "local", ...args],
+      ],
+      { stdio: "ignore" },
+    );
+    await waitFor(async () => {
+      const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      probe.on("error", () => undefined);
+      try {
+        await probe.connect();
+        await probe.ping();
+        return true;
+      } finally {
+        probe.disconnect();
+      }
+    });
+    return child;
+  };
+  let child = await launch();
+  const kill = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGCONT");
+    child.kill("SIGTERM");
+    await exited;
+  };
   return {
     port,
     url,
+    pid: () => child.pid ?? 0,
+    pause: () => {
+      child.kill("SIGSTOP");
+    },
+    resume: () => {
+      child.kill("SIGCONT");
+    },
+    restart: async () => {
+      await kill();
+      child = await launch();
+    },
     stop: async () => {
-      const exited = new Promise((resolve) => child.once("exit", resolve));
-      child.kill("SIGTERM");
-      await exited;
+      await kill();
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -86,7 +125,7 @@ export interface RedisCluster {
 /** Three masters forming a real Redis Cluster (all 16384 slots), made with `redis-cli --cluster create`. */
 export async function startRedisCluster(): Promise<RedisCluster> {
   const servers = await Promise.all(
-    [0, 1, 2].map(() => startRedis(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])),
+    [0, 1, 2].map(() => startRedis({ args: ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"] })),
   );
   const addresses = servers.map((s) => `127.0.0.1:${s.port}`);
   const created = spawnSync(

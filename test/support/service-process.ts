@@ -1,0 +1,101 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { freePort, waitFor } from "./redis.js";
+
+const CLI = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
+
+export interface ServiceExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** When the process was seen to exit (Date.now()). */
+  atMs: number;
+}
+
+/** `ringfence serve` as a real child process, for tests that signal, kill or restart it. */
+export interface ServiceProcess {
+  pid: number;
+  baseUrl: string;
+  grpcAddress: string;
+  httpPort: number;
+  grpcPort: number;
+  /** The JSON log lines it wrote on stderr so far. */
+  logs(): Record<string, unknown>[];
+  /** Sends a signal (SIGTERM, SIGKILL, ...). */
+  signal(sig: NodeJS.Signals): void;
+  /** Settles when the process exits. */
+  exited: Promise<ServiceExit>;
+  /** Kills it (SIGKILL) if it still runs and waits for the exit. */
+  kill(): Promise<ServiceExit>;
+}
+
+/**
+ * Starts the service from source (`node --import tsx src/cli.ts serve`) on free ports with the
+ * given environment, and waits until `GET /healthz` answers.
+ */
+export async function startServiceProcess(
+  env: Record<string, string>,
+  ports: { http?: number; grpc?: number } = {},
+): Promise<ServiceProcess> {
+  const httpPort = ports.http ?? (await freePort());
+  const grpcPort = ports.grpc ?? (await freePort());
+  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", CLI, "serve"], {
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "",
+      NODE_ENV: "test",
+      HOST: "127.0.0.1",
+      HTTP_PORT: String(httpPort),
+      GRPC_PORT: String(grpcPort),
+      ISSUER_URL: `http://127.0.0.1:${httpPort}`,
+      ...env,
+    },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  const lines: Record<string, unknown>[] = [];
+  let partial = "";
+  child.stderr?.on("data", (d: Buffer) => {
+    partial += d.toString();
+    const parts = partial.split("\n");
+    partial = parts.pop() ?? "";
+    for (const p of parts) {
+      try {
+        lines.push(JSON.parse(p) as Record<string, unknown>);
+      } catch {
+        lines.push({ raw: p });
+      }
+    }
+  });
+  const exited = new Promise<ServiceExit>((resolve) => {
+    child.once("exit", (code, signal) => {
+      resolve({ code, signal, atMs: Date.now() });
+    });
+  });
+  const baseUrl = `http://127.0.0.1:${httpPort}`;
+  let gone = false;
+  void exited.then(() => (gone = true));
+  try {
+    await waitFor(async () => {
+      if (gone) throw new Error("exited");
+      return (await fetch(`${baseUrl}/healthz`)).ok;
+    }, 30_000);
+  } catch {
+    child.kill("SIGKILL");
+    throw new Error(`the service did not start: ${JSON.stringify(lines.slice(-5))}`);
+  }
+  return {
+    pid: child.pid ?? 0,
+    baseUrl,
+    grpcAddress: `127.0.0.1:${grpcPort}`,
+    httpPort,
+    grpcPort,
+    logs: () => lines,
+    signal: (sig) => {
+      child.kill(sig);
+    },
+    exited,
+    kill: async () => {
+      if (!gone) child.kill("SIGKILL");
+      return exited;
+    },
+  };
+}
