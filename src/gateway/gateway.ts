@@ -10,7 +10,7 @@ import {
   type DescMessage,
   type JsonValue,
 } from "@bufbuild/protobuf";
-import { RingfenceError, toWire, type ErrorDialect } from "../errors.js";
+import { clip, quote, RingfenceError, toWire, type ErrorDialect } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Contract } from "../rpc/contract.js";
 import { HTTP_BODY_MARKER, HTTP_STATUS_MARKER, invoke, type ServiceBinding } from "../rpc/binding.js";
@@ -134,10 +134,10 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
     req.resume();
     const err =
       allowed.size > 0
-        ? new RingfenceError("method_not_allowed", `${verb} is not allowed on ${rawPath}`, {
+        ? new RingfenceError("method_not_allowed", `${clip(verb)} is not allowed on ${clip(rawPath)}`, {
             allow: [...allowed].join(", "),
           })
-        : new RingfenceError("not_found", `no such path: ${rawPath}`);
+        : new RingfenceError("not_found", `no such path: ${clip(rawPath)}`);
     sendError(res, guessDialect, deps.docsUrl, err, {});
     return;
   }
@@ -210,7 +210,7 @@ function requestJson(
   for (const [k, v] of query) grouped.set(k, [...(grouped.get(k) ?? []), v]);
   for (const [key, values] of grouped) {
     // With body "*" every field comes from the body, so any query parameter is unknown.
-    if (route.body === "*") throw new RingfenceError("bad_request", `unknown query parameter: ${key}`);
+    if (route.body === "*") throw new RingfenceError("bad_request", `unknown query parameter: ${clip(key)}`);
     if (bound.has(key)) continue;
     setPath(json, route.input, key, values, false);
   }
@@ -254,12 +254,12 @@ function setPath(
     if (field === undefined) {
       throw new RingfenceError(
         "bad_request",
-        `unknown ${fromPath ? "path variable" : "query parameter"}: ${path}`,
+        `unknown ${fromPath ? "path variable" : "query parameter"}: ${clip(path)}`,
       );
     }
     if (i < names.length - 1) {
       if (field.fieldKind !== "message")
-        throw new RingfenceError("bad_request", `${path} is not a nested field`);
+        throw new RingfenceError("bad_request", `${clip(path)} is not a nested field`);
       const next = target[field.name];
       const child: Record<string, JsonValue> =
         next !== null && typeof next === "object" && !Array.isArray(next) ? next : {};
@@ -274,11 +274,11 @@ function setPath(
         : undefined;
     const enumLike = field.fieldKind === "enum" || (field.fieldKind === "list" && field.listKind === "enum");
     if (scalar === undefined && !enumLike) {
-      throw new RingfenceError("bad_request", `${path} cannot be set from the URL`);
+      throw new RingfenceError("bad_request", `${clip(path)} cannot be set from the URL`);
     }
     const typed = values.map((v) => queryValue(v, scalar, enumLike));
     if (field.fieldKind === "list") target[field.name] = typed;
-    else if (typed.length > 1) throw new RingfenceError("bad_request", `${path} may be given only once`);
+    else if (typed.length > 1) throw new RingfenceError("bad_request", `${clip(path)} may be given only once`);
     else target[field.name] = typed[0] ?? null;
   }
 }
@@ -314,7 +314,7 @@ function decodeJson(desc: DescMessage, json: JsonValue) {
         const named = raw.includes(`"${key}"`) || raw.includes(`.${key} `);
         throw new RingfenceError(
           "bad_request",
-          named ? cleanMessage(fieldErr) : `invalid value for field "${key}": ${raw}`,
+          named ? cleanMessage(fieldErr) : `invalid value for field ${quote(key)}: ${raw}`,
         );
       }
     }
@@ -334,7 +334,7 @@ function parseQuery(raw: string): [string, string][] {
       try {
         return [decodeURIComponent(k), decodeURIComponent(v)];
       } catch {
-        throw new RingfenceError("bad_request", `malformed percent-encoding in query parameter "${k}"`);
+        throw new RingfenceError("bad_request", `malformed percent-encoding in query parameter ${quote(k)}`);
       }
     });
 }
