@@ -134,7 +134,7 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
     req.resume();
     const err =
       allowed.size > 0
-        ? new RingfenceError("method_not_allowed", `${clip(verb)} is not allowed on ${clip(rawPath)}`, {
+        ? new RingfenceError("method_not_allowed", `${verb} is not allowed on ${clip(rawPath)}`, {
             allow: [...allowed].join(", "),
           })
         : new RingfenceError("not_found", `no such path: ${clip(rawPath)}`);
@@ -259,7 +259,7 @@ function setPath(
     }
     if (i < names.length - 1) {
       if (field.fieldKind !== "message")
-        throw new RingfenceError("bad_request", `${clip(path)} is not a nested field`);
+        throw new RingfenceError("bad_request", `${path} is not a nested field`);
       const next = target[field.name];
       const child: Record<string, JsonValue> =
         next !== null && typeof next === "object" && !Array.isArray(next) ? next : {};
@@ -274,11 +274,11 @@ function setPath(
         : undefined;
     const enumLike = field.fieldKind === "enum" || (field.fieldKind === "list" && field.listKind === "enum");
     if (scalar === undefined && !enumLike) {
-      throw new RingfenceError("bad_request", `${clip(path)} cannot be set from the URL`);
+      throw new RingfenceError("bad_request", `${path} cannot be set from the URL`);
     }
     const typed = values.map((v) => queryValue(v, scalar, enumLike));
     if (field.fieldKind === "list") target[field.name] = typed;
-    else if (typed.length > 1) throw new RingfenceError("bad_request", `${clip(path)} may be given only once`);
+    else if (typed.length > 1) throw new RingfenceError("bad_request", `${path} may be given only once`);
     else target[field.name] = typed[0] ?? null;
   }
 }

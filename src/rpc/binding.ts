@@ -94,7 +94,10 @@ export async function invoke(
     if (handler === undefined) throw new RingfenceError("method_not_allowed", `unknown method ${method}`);
     binding.guard();
     if (request instanceof UndecodableRequest) {
-      throw new RingfenceError("bad_request", `the request is not a valid protobuf message: ${request.reason}`);
+      throw new RingfenceError(
+        "bad_request",
+        `the request is not a valid protobuf message: ${request.reason}`,
+      );
     }
     return { ok: true, response: await handler(request, ctx), headers };
   } catch (err) {
