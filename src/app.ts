@@ -230,7 +230,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   const grpc = await startGrpc(
     bindings,
     { host: config.HOST, port: config.GRPC_PORT },
-    { ...deps, descriptor: contract.bytes },
+    { ...deps, descriptor: contract.bytes, maxReceiveBytes: config.MAX_BODY_BYTES },
   );
 
   const { redis } = registry;

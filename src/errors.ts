@@ -103,6 +103,26 @@ export function badInput(error: ZodError): RingfenceError {
   return badField(field, issue?.message ?? "is invalid");
 }
 
+/** The most of one input value that a message quotes (see `quote`). */
+export const MAX_QUOTED_CHARS = 64;
+/** The longest message, and body field, a caller ever receives, whatever the error quotes. */
+export const MAX_MESSAGE_CHARS = 256;
+
+/**
+ * An input value as an error message quotes it: JSON-quoted (control characters escaped) and cut
+ * to its first characters, so a huge input never comes back whole.
+ */
+export function quote(value: string): string {
+  return JSON.stringify(clip(value));
+}
+
+/** `text` when short enough, else its first `max - 1` characters and an ellipsis. */
+export function clip(text: string, max = MAX_QUOTED_CHARS): string {
+  if (text.length <= max) return text;
+  // Never leave half of a surrogate pair at the cut.
+  return `${text.slice(0, max - 1).replace(/[\uD800-\uDBFF]$/, "")}\u2026`;
+}
+
 export interface WireError {
   grpcStatus: GrpcStatus;
   httpStatus: number;
@@ -126,24 +146,30 @@ const OAUTH_BODY_CODE: Partial<Record<ErrorCode, string>> = {
   unavailable: "temporarily_unavailable",
 };
 
-/** The one place where an error becomes what a caller receives, over gRPC and over HTTP. */
+/**
+ * The one place where an error becomes what a caller receives, over gRPC and over HTTP. Messages
+ * and body fields are cut to MAX_MESSAGE_CHARS, so no answer (nor grpc-message trailer, nor
+ * x-http-body marker) can repeat a large input.
+ */
 export function toWire(err: unknown, dialect: ErrorDialect, docsUrl: string): WireError {
   const e = asRingfenceError(err);
   const { grpc, http } = ERRORS[e.code];
+  const message = clip(e.message, MAX_MESSAGE_CHARS);
   let body: Record<string, unknown>;
   if (dialect === "v1") {
     const code = V1_BODY_CODE[e.code] ?? e.code;
-    body = { code, message: e.message, doc_url: `${docsUrl}/errors#${code}` };
+    body = { code, message, doc_url: `${docsUrl}/errors#${code}` };
   } else if (dialect === "oauth") {
     const oauth = (OAUTH_ERROR_CODES as readonly string[]).includes(e.code);
     body = {
       error: oauth ? e.code : (OAUTH_BODY_CODE[e.code] ?? "invalid_request"),
-      error_description: e.message,
+      error_description: message,
     };
   } else {
-    body = { code: e.code, message: e.message, ...e.details };
+    const details = Object.entries(e.details).map(([k, v]) => [k, clip(v, MAX_MESSAGE_CHARS)] as const);
+    body = { code: e.code, message, ...Object.fromEntries(details) };
   }
-  return { grpcStatus: grpc, httpStatus: http, message: e.message, body, headers: { ...e.headers } };
+  return { grpcStatus: grpc, httpStatus: http, message, body, headers: { ...e.headers } };
 }
 
 /** Unknown failures become a 500 whose message reveals nothing; Redis outages a 503. */

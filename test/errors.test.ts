@@ -1,6 +1,15 @@
 import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
-import { ERRORS, OAUTH_ERROR_CODES, RingfenceError, toWire, V1_ERROR_CODES } from "../src/errors.js";
+import {
+  ERRORS,
+  MAX_MESSAGE_CHARS,
+  MAX_QUOTED_CHARS,
+  OAUTH_ERROR_CODES,
+  quote,
+  RingfenceError,
+  toWire,
+  V1_ERROR_CODES,
+} from "../src/errors.js";
 
 const DOCS = "https://docs.example";
 
@@ -85,4 +94,26 @@ describe("error mapping", () => {
     const wire = toWire(new RingfenceError("bad_request", "no", {}, { field: "x" }), "session", DOCS);
     expect(wire.body).to.deep.equal({ code: "bad_request", message: "no", field: "x" });
   });
+
+  it("quotes a short input whole, and only the first characters of a long one", () => {
+    expect(quote("+1555")).to.equal('"+1555"');
+    expect(quote('a"b\n')).to.equal('"a\\"b\\n"');
+    const long = quote("9".repeat(100_000));
+    expect(JSON.parse(long)).to.equal(`${"9".repeat(MAX_QUOTED_CHARS - 1)}\u2026`);
+  });
+
+  it("never cuts a quoted input inside a surrogate pair", () => {
+    const cut = JSON.parse(quote(`${"a".repeat(MAX_QUOTED_CHARS - 2)}\u{1F600}tail`)) as string;
+    expect(cut).to.equal(`${"a".repeat(MAX_QUOTED_CHARS - 2)}\u2026`);
+  });
+
+  for (const dialect of ["v1", "session", "oauth"] as const) {
+    it(`cuts a long message to ${MAX_MESSAGE_CHARS} characters in the ${dialect} body and the gRPC message`, () => {
+      const huge = `start ${"x".repeat(200_000)}`;
+      const wire = toWire(new RingfenceError("bad_request", huge, {}, { field: huge }), dialect, DOCS);
+      expect(wire.message).to.have.length(MAX_MESSAGE_CHARS);
+      expect(wire.message.startsWith("start xxx")).to.equal(true);
+      expect(JSON.stringify(wire.body).length).to.be.below(3 * MAX_MESSAGE_CHARS);
+    });
+  }
 });

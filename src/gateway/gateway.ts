@@ -10,7 +10,7 @@ import {
   type DescMessage,
   type JsonValue,
 } from "@bufbuild/protobuf";
-import { RingfenceError, toWire, type ErrorDialect } from "../errors.js";
+import { clip, quote, RingfenceError, toWire, type ErrorDialect } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Contract } from "../rpc/contract.js";
 import { HTTP_BODY_MARKER, HTTP_STATUS_MARKER, invoke, type ServiceBinding } from "../rpc/binding.js";
@@ -134,10 +134,10 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
     req.resume();
     const err =
       allowed.size > 0
-        ? new RingfenceError("method_not_allowed", `${verb} is not allowed on ${rawPath}`, {
+        ? new RingfenceError("method_not_allowed", `${verb} is not allowed on ${clip(rawPath)}`, {
             allow: [...allowed].join(", "),
           })
-        : new RingfenceError("not_found", `no such path: ${rawPath}`);
+        : new RingfenceError("not_found", `no such path: ${clip(rawPath)}`);
     sendError(res, guessDialect, deps.docsUrl, err, {});
     return;
   }
@@ -210,7 +210,7 @@ function requestJson(
   for (const [k, v] of query) grouped.set(k, [...(grouped.get(k) ?? []), v]);
   for (const [key, values] of grouped) {
     // With body "*" every field comes from the body, so any query parameter is unknown.
-    if (route.body === "*") throw new RingfenceError("bad_request", `unknown query parameter: ${key}`);
+    if (route.body === "*") throw new RingfenceError("bad_request", `unknown query parameter: ${clip(key)}`);
     if (bound.has(key)) continue;
     setPath(json, route.input, key, values, false);
   }
@@ -254,7 +254,7 @@ function setPath(
     if (field === undefined) {
       throw new RingfenceError(
         "bad_request",
-        `unknown ${fromPath ? "path variable" : "query parameter"}: ${path}`,
+        `unknown ${fromPath ? "path variable" : "query parameter"}: ${clip(path)}`,
       );
     }
     if (i < names.length - 1) {
@@ -314,7 +314,7 @@ function decodeJson(desc: DescMessage, json: JsonValue) {
         const named = raw.includes(`"${key}"`) || raw.includes(`.${key} `);
         throw new RingfenceError(
           "bad_request",
-          named ? cleanMessage(fieldErr) : `invalid value for field "${key}": ${raw}`,
+          named ? cleanMessage(fieldErr) : `invalid value for field ${quote(key)}: ${raw}`,
         );
       }
     }
@@ -334,7 +334,7 @@ function parseQuery(raw: string): [string, string][] {
       try {
         return [decodeURIComponent(k), decodeURIComponent(v)];
       } catch {
-        throw new RingfenceError("bad_request", `malformed percent-encoding in query parameter "${k}"`);
+        throw new RingfenceError("bad_request", `malformed percent-encoding in query parameter ${quote(k)}`);
       }
     });
 }

@@ -3,6 +3,9 @@
  *   Template = "/" Segments [ Verb ] ; Segment = "*" | "**" | LITERAL | Variable ;
  *   Variable = "{" FieldPath [ "=" Segments ] "}" ; Verb = ":" LITERAL .
  */
+
+import { quote } from "../errors.js";
+
 type Segment = { kind: "literal"; value: string } | { kind: "any" } | { kind: "rest" };
 
 interface Variable {
@@ -151,6 +154,6 @@ function unescape(s: string): string {
   try {
     return decodeURIComponent(s);
   } catch {
-    throw new BadPathEncoding(`malformed percent-encoding in path segment "${s}"`);
+    throw new BadPathEncoding(`malformed percent-encoding in path segment ${quote(s)}`);
   }
 }

@@ -1,16 +1,25 @@
 import {
   Metadata,
+  type MethodDefinition,
   Server,
   ServerCredentials,
   type sendUnaryData,
   type ServerUnaryCall,
+  type ServiceDefinition,
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { loadFileDescriptorSetFromBuffer, loadSync } from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation, protoPath as healthProtoPath, type ServingStatus } from "grpc-health-check";
-import { HTTP_BODY_MARKER, HTTP_STATUS_MARKER, invoke, type ServiceBinding } from "../rpc/binding.js";
+import {
+  HTTP_BODY_MARKER,
+  HTTP_STATUS_MARKER,
+  invoke,
+  UndecodableRequest,
+  type ServiceBinding,
+} from "../rpc/binding.js";
+import { clip } from "../errors.js";
 import type { Logger } from "../log.js";
 
 export interface GrpcDeps {
@@ -18,6 +27,8 @@ export interface GrpcDeps {
   docsUrl: string;
   /** The FileDescriptorSet that `buf build` makes, for server reflection. */
   descriptor: Buffer;
+  /** The largest request message accepted (MAX_BODY_BYTES, like REST); above it RESOURCE_EXHAUSTED. */
+  maxReceiveBytes: number;
 }
 
 export interface GrpcTransport {
@@ -32,8 +43,11 @@ export async function startGrpc(
   listen: { host: string; port: number },
   deps: GrpcDeps,
 ): Promise<GrpcTransport> {
-  const server = new Server({ "grpc.max_receive_message_length": 4 * 1024 * 1024 });
-  for (const binding of bindings) server.addService(binding.definition, implement(binding, deps));
+  // grpc-js itself refuses a larger message with RESOURCE_EXHAUSTED before reading it.
+  const server = new Server({ "grpc.max_receive_message_length": deps.maxReceiveBytes });
+  for (const binding of bindings) {
+    server.addService(decodingInHandler(binding.definition), implement(binding, deps));
+  }
 
   const names = ["", ...bindings.map((b) => b.serviceName)];
   const health = new HealthImplementation(Object.fromEntries(names.map((n) => [n, "NOT_SERVING"])));
@@ -89,6 +103,29 @@ function implement(binding: ServiceBinding, deps: GrpcDeps): UntypedServiceImple
     };
   }
   return impl;
+}
+
+/**
+ * The definition with each request deserializer made total: grpc-js answers a throwing one with
+ * INTERNAL, so a decode failure becomes an `UndecodableRequest` that `invoke` refuses as
+ * bad_request in the method's dialect.
+ */
+function decodingInHandler(definition: ServiceDefinition): ServiceDefinition {
+  const wrapped: Record<string, MethodDefinition<unknown, unknown>> = {};
+  for (const [name, method] of Object.entries(definition)) {
+    const m = method as MethodDefinition<unknown, unknown>;
+    wrapped[name] = {
+      ...m,
+      requestDeserialize: (bytes: Buffer) => {
+        try {
+          return m.requestDeserialize(bytes);
+        } catch (err) {
+          return new UndecodableRequest(clip(err instanceof Error ? err.message : String(err)));
+        }
+      },
+    };
+  }
+  return wrapped;
 }
 
 function toMetadata(headers: Record<string, string>): Metadata {

@@ -1,4 +1,4 @@
-import { RingfenceError } from "../errors.js";
+import { quote, RingfenceError } from "../errors.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { AccountStore } from "../accounts/store.js";
 import { authenticateCustomer } from "../accounts/authenticate.js";
@@ -30,14 +30,14 @@ export function lookupHandlers(deps: LookupDeps): Handlers<typeof LookupServiceS
       if (unknownType !== undefined) {
         throw new RingfenceError(
           "bad_request",
-          `type: unknown value "${unknownType}"; allowed: ${LOOKUP_TYPES.join(", ")}`,
+          `type: unknown value ${quote(unknownType)}; allowed: ${LOOKUP_TYPES.join(", ")}`,
         );
       }
       const number = parseE164(req.phoneNumber);
       if (number === undefined) {
         throw new RingfenceError(
           "invalid_phone_number",
-          `"${req.phoneNumber}" is not a valid E.164 phone number`,
+          `${quote(req.phoneNumber)} is not a valid E.164 phone number`,
         );
       }
       if (account.regions.length > 0 && !account.regions.includes(number.countryCode)) {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { badField, RingfenceError } from "../errors.js";
+import { badField, quote, RingfenceError } from "../errors.js";
 import { fitsOneSms } from "./gsm7.js";
 import { FALLBACK_LOCALE, isBcp47, languageOf } from "./locale.js";
 
@@ -146,7 +146,7 @@ export function renderOtpSms(input: OtpSmsInput): RenderedSms {
   const templateId =
     input.templateId === undefined || input.templateId === "" ? DEFAULT_TEMPLATE_ID : input.templateId;
   if (!Object.hasOwn(custom, templateId) && !Object.hasOwn(BUILT_IN, templateId)) {
-    throw badField("template_id", `unknown template "${templateId}"`);
+    throw badField("template_id", `unknown template ${quote(templateId)}`);
   }
   const locale = canonicalOrFallback(input.locale);
 

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { RingfenceError } from "../errors.js";
+import { quote, RingfenceError } from "../errors.js";
 import type { CallContext } from "../rpc/binding.js";
 import type { ClientStore } from "./clients.js";
 import { signAccessToken, type SigningKeys } from "./keys/signing-keys.js";
@@ -48,7 +48,7 @@ export async function clientCredentialsGrant(
   const grantType = form.get("grant_type");
   if (grantType === undefined) throw new RingfenceError("invalid_request", "grant_type is required");
   if (grantType !== "client_credentials") {
-    throw new RingfenceError("unsupported_grant_type", `grant_type "${grantType}" is not supported`);
+    throw new RingfenceError("unsupported_grant_type", `grant_type ${quote(grantType)} is not supported`);
   }
   const clientId = basic?.clientId ?? form.get("client_id");
   const secret = basic?.secret ?? form.get("client_secret");
@@ -66,7 +66,7 @@ export async function clientCredentialsGrant(
     }
     const unknown = requested.find((s) => !client.scopes.includes(s));
     if (unknown !== undefined) {
-      throw new RingfenceError("invalid_scope", `scope "${unknown}" is not registered for this client`);
+      throw new RingfenceError("invalid_scope", `scope ${quote(unknown)} is not registered for this client`);
     }
     const iat = Math.floor((deps.now ?? Date.now)() / 1000);
     const scope = requested.join(" ");

@@ -59,6 +59,14 @@ export const HTTP_STATUS_MARKER = "x-http-status";
 /** A trailers-only header that carries the exact JSON error body. */
 export const HTTP_BODY_MARKER = "x-http-body";
 
+/**
+ * What a transport passes as the request when it could not decode the caller's bytes, so the
+ * refusal goes through the same guard and error mapping as any other call.
+ */
+export class UndecodableRequest {
+  constructor(readonly reason: string) {}
+}
+
 export type Outcome =
   | { ok: true; response: unknown; headers: Record<string, string> }
   | { ok: false; error: WireError; headers: Record<string, string> };
@@ -85,6 +93,12 @@ export async function invoke(
     const handler = binding.handlers[method];
     if (handler === undefined) throw new RingfenceError("method_not_allowed", `unknown method ${method}`);
     binding.guard();
+    if (request instanceof UndecodableRequest) {
+      throw new RingfenceError(
+        "bad_request",
+        `the request is not a valid protobuf message: ${request.reason}`,
+      );
+    }
     return { ok: true, response: await handler(request, ctx), headers };
   } catch (err) {
     const error = toWire(err, binding.dialectOf(method), deps.docsUrl);

@@ -44,7 +44,8 @@ const CHALLENGE = { "www-authenticate": 'Bearer realm="ringfence", error="invali
 
 /**
  * The caller of a user call: a valid session token whose session is still alive in Redis, so a
- * logout or a revoked session applies at once even to tokens already issued.
+ * logout or a revoked session applies at once even to tokens already issued. The token must carry
+ * `exp` and `iat`, and an `aud` equal to its `app_id`, as `issueSessionToken` makes it.
  */
 export async function authenticateCaller(
   ctx: CallContext,
@@ -61,16 +62,18 @@ export async function authenticateCaller(
     ({ payload } = await jwtVerify(match[1], deps.keySet.getKey, {
       issuer: deps.issuer,
       typ: "at+jwt",
+      requiredClaims: ["exp", "iat", "aud"],
     }));
   } catch {
     throw new RingfenceError("invalid_token", "the access token is invalid or expired", CHALLENGE);
   }
-  const { sub, session_id: sessionId, app_id: appId, jti, scope } = payload;
+  const { sub, session_id: sessionId, app_id: appId, jti, scope, aud } = payload;
   if (
     typeof sub !== "string" ||
     typeof sessionId !== "string" ||
     typeof appId !== "string" ||
-    typeof jti !== "string"
+    typeof jti !== "string" ||
+    aud !== appId
   ) {
     throw new RingfenceError("invalid_token", "not a session access token", CHALLENGE);
   }

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { hashCode as hashOtp, newCode } from "../otp/code.js";
 import { z } from "zod";
-import { badField, badInput, RingfenceError } from "../errors.js";
+import { badField, badInput, quote, RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
@@ -47,7 +47,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
   function number(account: StoredAccount, e164: string): ParsedNumber {
     const parsed = parseE164(e164);
     if (parsed === undefined) {
-      throw new RingfenceError("invalid_phone_number", `"${e164}" is not a valid E.164 phone number`);
+      throw new RingfenceError("invalid_phone_number", `${quote(e164)} is not a valid E.164 phone number`);
     }
     if (account.regions.length > 0 && !account.regions.includes(parsed.countryCode)) {
       throw new RingfenceError(
