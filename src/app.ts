@@ -12,6 +12,7 @@ import { LookupServiceService } from "./gen/ringfence/lookup/v1/lookup_service.j
 import { bindService, type ServiceBinding } from "./rpc/binding.js";
 import { loadContract } from "./rpc/contract.js";
 import { startGrpc } from "./grpc/server.js";
+import { blockList } from "./net/cidr.js";
 import { createGateway } from "./gateway/gateway.js";
 import { v1ServiceOptions } from "./v1/deprecation.js";
 import { VerifyServiceService } from "./gen/ringfence/verify/v1/verify_service.js";
@@ -25,6 +26,7 @@ import { ClientStore } from "./oauth/clients.js";
 import { RedisSigningKeys } from "./oauth/keys/signing-keys.js";
 import { CachedKeySet } from "./oauth/keys/key-set.js";
 import { oauthHandlers } from "./oauth/service.js";
+import { AuthFailures } from "./oauth/client_credentials.js";
 import { OAuthServiceService } from "./gen/ringfence/oauth/v1/oauth_service.js";
 import { SessionServiceService } from "./gen/ringfence/session/v1/session_service.js";
 import { StepUpServiceService } from "./gen/ringfence/stepup/v1/stepup_service.js";
@@ -153,6 +155,8 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     keys: r.keys,
     sms: d.sms,
     email: d.email,
+    lookupData: r.lookupData,
+    apps: r.apps,
   });
   const keySet = new CachedKeySet(r.signingKeys);
   const session = {
@@ -189,6 +193,10 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       oauthHandlers({
         apps: r.apps,
         clients: r.clients,
+        failures: new AuthFailures(r.redis, r.keys, {
+          perClient: r.config.TOKEN_FAILURES_CLIENT,
+          perAddress: r.config.TOKEN_FAILURES_IP,
+        }),
         keys: r.signingKeys,
         issuer: r.config.ISSUER_URL,
         lifetimeSeconds: r.config.ACCESS_TOKEN_TTL_SECONDS,
@@ -230,7 +238,12 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   const grpc = await startGrpc(
     bindings,
     { host: config.HOST, port: config.GRPC_PORT },
-    { ...deps, descriptor: contract.bytes, maxReceiveBytes: config.MAX_BODY_BYTES },
+    {
+      ...deps,
+      descriptor: contract.bytes,
+      maxReceiveBytes: config.MAX_BODY_BYTES,
+      trustedProxies: blockList(config.TRUSTED_PROXY_CIDRS),
+    },
   );
 
   const { redis } = registry;

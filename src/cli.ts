@@ -167,6 +167,24 @@ program
           print({ app_id: app.appId, management_api_key: managementApiKey });
         });
       }),
+  )
+  .addCommand(
+    new Command("show")
+      .description("print an app: {app_id, name, created_at, scopes, messages: {sms_sent, email_sent}}")
+      .argument("<app_id>", "the app's id (app_…)")
+      .action(async (appId: string) => {
+        await withRegistry(async (r) => {
+          const app = await r.apps.get(appId);
+          if (app === undefined) throw new UsageError(`no app ${appId}`);
+          print({
+            app_id: app.appId,
+            name: app.name,
+            created_at: app.createdAt,
+            scopes: await r.apps.scopes(app.appId),
+            messages: await r.apps.messageCounts(app.appId),
+          });
+        });
+      }),
   );
 
 program

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { isMailbox } from "./messaging/email-provider.js";
 import { LINE_TYPES } from "./lookup/numbers.js";
+import { parseCidrs } from "./net/cidr.js";
 
 const port = z.coerce.number().int().min(0).max(65535);
 const url = (protocols: readonly string[]) =>
@@ -58,6 +59,22 @@ const csv = (allowed: readonly string[]) =>
     });
 
 const LINE_TYPE_NAMES = LINE_TYPES;
+
+/** Private and loopback ranges: where a proxy in front of the service (Envoy) normally sits. */
+const DEFAULT_TRUSTED_PROXIES = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7";
+
+/** `10.0.0.0/8,::1/128`: a comma list of IPv4 or IPv6 CIDRs (empty: none). */
+const cidrs = z
+  .string()
+  .refine((v) => {
+    try {
+      parseCidrs(v);
+      return true;
+    } catch {
+      return false;
+    }
+  }, "must be a comma list of CIDRs such as 10.0.0.0/8,::1/128")
+  .transform(parseCidrs);
 
 const DEV_SECRETS_KEY = Buffer.alloc(32, "ringfence-development-only-key!!").toString("base64");
 
@@ -158,6 +175,17 @@ const schema = z
     SPAM_DEVICE_NUMBERS: window.default({ limit: 3, windowSeconds: 3_600 }),
     SPAM_RANGE_BURST: window.default({ limit: 10, windowSeconds: 600 }),
     SPAM_RANGE_DIGITS: z.coerce.number().int().min(1).max(6).default(3),
+
+    // Abuse limits of the session service (decisions section 7): codes sent, codes checked and
+    // failed client authentications per window.
+    STEPUP_LIMIT_USER: window.default({ limit: 10, windowSeconds: 3_600 }),
+    STEPUP_LIMIT_SESSION: window.default({ limit: 5, windowSeconds: 900 }),
+    OTP_CHECK_LIMIT: window.default({ limit: 10, windowSeconds: 900 }),
+    LOGIN_LIMIT_APP: window.default({ limit: 1_000, windowSeconds: 3_600 }),
+    LOGIN_LIMIT_IP: window.default({ limit: 10, windowSeconds: 3_600 }),
+    TOKEN_FAILURES_CLIENT: window.default({ limit: 10, windowSeconds: 300 }),
+    TOKEN_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
+    TRUSTED_PROXY_CIDRS: cidrs.default(parseCidrs(DEFAULT_TRUSTED_PROXIES)),
   })
   .strip();
 

@@ -33,6 +33,8 @@ export const ERRORS = {
   invalid_code: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   expired_challenge: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 400 },
   too_many_attempts: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429 },
+  // A login or step-up SMS to a number the spam rules refuse (premium-rate, disposable, bursts).
+  spam_detected: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
   // Token endpoint, RFC 6749 section 5.2 (decisions section 5).
   invalid_request: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   invalid_client: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
@@ -144,6 +146,7 @@ const V1_BODY_CODE: Partial<Record<ErrorCode, string>> = {
 const OAUTH_BODY_CODE: Partial<Record<ErrorCode, string>> = {
   internal_server_error: "server_error",
   unavailable: "temporarily_unavailable",
+  too_many_attempts: "too_many_attempts",
 };
 
 /**

@@ -15,6 +15,7 @@ import {
   type AppWebhook,
 } from "../src/apps/webhooks.js";
 import { oauthHandlers } from "../src/oauth/service.js";
+import { AuthFailures } from "../src/oauth/client_credentials.js";
 import { HTTP_STATUS_MARKER, type CallContext } from "../src/rpc/binding.js";
 import { WebhookOutbox } from "../src/webhooks/outbox.js";
 import { verifyWebhook } from "../src/webhooks/signature.js";
@@ -528,6 +529,7 @@ describe("app webhooks", () => {
       const handlers = oauthHandlers({
         apps: r.apps,
         clients: r.clients,
+        failures: new AuthFailures(r.redis, r.keys, { perClient: null, perAddress: null }),
         keys: r.signingKeys,
         issuer: app.config.ISSUER_URL,
         lifetimeSeconds: app.config.ACCESS_TOKEN_TTL_SECONDS,

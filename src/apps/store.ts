@@ -59,6 +59,16 @@ export class AppStore {
     return (await this.redis.smembers(this.key(appId, "scopes"))).sort();
   }
 
+  /** Counts one login or step-up message sent for the app (`ringfence apps show`). */
+  async countMessage(appId: string, channel: "sms" | "email"): Promise<void> {
+    await this.redis.hincrby(this.key(appId, "messages"), `${channel}_sent`, 1);
+  }
+
+  async messageCounts(appId: string): Promise<{ sms_sent: number; email_sent: number }> {
+    const h = await this.redis.hgetall(this.key(appId, "messages"));
+    return { sms_sent: Number(h.sms_sent ?? 0), email_sent: Number(h.email_sent ?? 0) };
+  }
+
   /**
    * Checks `authorization: Bearer <management_api_key>` against the app in the path. A missing
    * header, an unknown app and another app's key all get the same 401.

@@ -12,6 +12,7 @@ import {
 } from "@bufbuild/protobuf";
 import { clip, quote, RingfenceError, toWire, type ErrorDialect } from "../errors.js";
 import type { Logger } from "../log.js";
+import { normalizeAddress } from "../net/cidr.js";
 import type { Contract } from "../rpc/contract.js";
 import { HTTP_BODY_MARKER, HTTP_STATUS_MARKER, invoke, type ServiceBinding } from "../rpc/binding.js";
 import { BadPathEncoding, matchTemplate, parseTemplate, type PathTemplate } from "./path-template.js";
@@ -159,7 +160,10 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
     const v = req.headers[name];
     return Array.isArray(v) ? v[0] : v;
   };
-  const outcome = await invoke(binding, route.method, request, incoming, deps);
+  // The built-in gateway is the edge: the socket's peer is the client, whatever it claims.
+  const client =
+    req.socket.remoteAddress === undefined ? undefined : normalizeAddress(req.socket.remoteAddress);
+  const outcome = await invoke(binding, route.method, request, incoming, deps, client);
   if (!outcome.ok) {
     const { error } = outcome;
     send(res, error.httpStatus, JSON.stringify(error.body), "application/json", outcome.headers);

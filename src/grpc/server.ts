@@ -21,12 +21,16 @@ import {
 } from "../rpc/binding.js";
 import { clip } from "../errors.js";
 import type { Logger } from "../log.js";
+import { clientOf, peerAddress } from "../net/cidr.js";
+import type { BlockList } from "node:net";
 
 export interface GrpcDeps {
   log: Logger;
   docsUrl: string;
   /** The FileDescriptorSet that `buf build` makes, for server reflection. */
   descriptor: Buffer;
+  /** gRPC peers (Envoy) whose `x-forwarded-for` names the client (TRUSTED_PROXY_CIDRS). */
+  trustedProxies: BlockList;
   /** The largest request message accepted (MAX_BODY_BYTES, like REST); above it RESOURCE_EXHAUSTED. */
   maxReceiveBytes: number;
 }
@@ -84,7 +88,8 @@ function implement(binding: ServiceBinding, deps: GrpcDeps): UntypedServiceImple
         const v = call.metadata.get(name)[0];
         return v === undefined ? undefined : v.toString();
       };
-      void invoke(binding, method, call.request, incoming, deps).then((outcome) => {
+      const client = clientOf(peerAddress(call.getPeer()), incoming("x-forwarded-for"), deps.trustedProxies);
+      void invoke(binding, method, call.request, incoming, deps, client).then((outcome) => {
         if (outcome.ok) {
           if (Object.keys(outcome.headers).length > 0) call.sendMetadata(toMetadata(outcome.headers));
           callback(null, outcome.response);

@@ -1,11 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { quote, RingfenceError } from "../errors.js";
-import type { CallContext } from "../rpc/binding.js";
+import { noStore, type CallContext } from "../rpc/binding.js";
 import type { ClientStore } from "./clients.js";
+import type { Keys, RedisClient } from "../redis/client.js";
+import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
 import { signAccessToken, type SigningKeys } from "./keys/signing-keys.js";
 
 export interface TokenDeps {
   clients: ClientStore;
+  /** Failed client authentications per client_id and per client address (429 past them). */
+  failures: AuthFailures;
   keys: SigningKeys;
   issuer: string;
   lifetimeSeconds: number;
@@ -30,9 +34,8 @@ export async function clientCredentialsGrant(
   body: { contentType: string; data: Buffer },
   ctx: CallContext,
 ): Promise<TokenAnswer> {
-  // RFC 6749 section 5.1: answers holding tokens or credentials are never cached; errors too.
-  ctx.setHeader("cache-control", "no-store");
-  ctx.setHeader("pragma", "no-cache");
+  // Answers holding tokens or credentials are never cached; errors too.
+  noStore(ctx);
 
   const mediaType = body.contentType.split(";")[0]?.trim().toLowerCase() ?? "";
   if (mediaType !== FORM) throw new RingfenceError("invalid_request", `Content-Type must be ${FORM}`);
@@ -55,12 +58,18 @@ export async function clientCredentialsGrant(
   const challenge: Record<string, string> =
     basic === undefined ? {} : { "www-authenticate": 'Basic realm="ringfence"' };
   const refused = () => new RingfenceError("invalid_client", "client authentication failed", challenge);
-  if (clientId === undefined || secret === undefined) throw refused();
+  // While too many attempts failed, even the right secret is refused, so guessing learns nothing.
+  await deps.failures.refuseWhileBlocked(clientId, ctx.clientAddress);
+  const failed = async () => {
+    await deps.failures.record(clientId, ctx.clientAddress);
+    return refused();
+  };
+  if (clientId === undefined || secret === undefined) throw await failed();
   const requested = readScope(form.get("scope"));
 
   const answer = await deps.clients.whileExists(clientId, async () => {
     const client = await deps.clients.authenticate(clientId, secret);
-    if (client === undefined) throw refused();
+    if (client === undefined) throw await failed();
     if (!client.grantTypes.includes("client_credentials")) {
       throw new RingfenceError("unauthorized_client", "this client may not use the client_credentials grant");
     }
@@ -82,8 +91,44 @@ export async function clientCredentialsGrant(
     });
     return { accessToken, tokenType: "Bearer" as const, expiresIn: deps.lifetimeSeconds, scope };
   });
-  if (answer === undefined) throw refused();
+  if (answer === undefined) throw await failed();
   return answer;
+}
+
+/** Sliding windows of failed client authentications, by client_id and by client address. */
+export class AuthFailures {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+    private readonly rules: { perClient: WindowRule; perAddress: WindowRule },
+  ) {}
+
+  private windows(clientId: string | undefined, address: string | undefined): Window[][] {
+    // One hash tag per window: a client's and an address's failures live in different slots.
+    return [
+      clientId === undefined
+        ? []
+        : [{ key: this.keys.key("rl", `client:${clientId}`, "token-failures"), rule: this.rules.perClient }],
+      address === undefined
+        ? []
+        : [{ key: this.keys.key("rl", `ip:${address}`, "token-failures"), rule: this.rules.perAddress }],
+    ];
+  }
+
+  /** 429 too_many_attempts while the client's or the address's window is full. */
+  async refuseWhileBlocked(clientId: string | undefined, address: string | undefined): Promise<void> {
+    const member = randomUUID();
+    const waits = await Promise.all(
+      this.windows(clientId, address).map((w) => takeWindows(this.redis, w, member, "peek")),
+    );
+    const waitMs = Math.max(0, ...waits.map((t) => t.waitMs));
+    if (waitMs > 0) throw tooManyAttempts("too many failed client authentications: try again later", waitMs);
+  }
+
+  async record(clientId: string | undefined, address: string | undefined): Promise<void> {
+    const member = randomUUID();
+    await Promise.all(this.windows(clientId, address).map((w) => takeWindows(this.redis, w, member, "add")));
+  }
 }
 
 /** The form's parameters; RFC 6749 section 3.2: none may be given more than once. */

@@ -1,6 +1,7 @@
 import { randomInt } from "node:crypto";
 import { LuaScript, type RedisClient } from "../redis/client.js";
 import type { Secrets } from "../crypto/secrets.js";
+import { RingfenceError } from "../errors.js";
 
 /**
  * The one-time-code machinery shared by the V1 verification, OTP login and step-up: codes are
@@ -26,20 +27,50 @@ const takeWindowScript = LuaScript.withLibraries(
   WINDOW_LIBRARY,
 );
 
+/** A sliding-window rule (`count/seconds`, as the limit settings say); null when the rule is off. */
+export type WindowRule = { limit: number; windowSeconds: number } | null;
+
+export interface Window {
+  key: string;
+  rule: WindowRule;
+}
+
+/** What taking windows gave: `waitMs` 0 when there was room, else which window was full. */
+export interface Taken {
+  waitMs: number;
+  /** The first full window, when one was. */
+  full: Window | undefined;
+}
+
 /**
- * Takes one use of a sliding window (`count/seconds`, as the RATE_LIMIT_* settings say); false
- * when the window is full. The V1 send and retry scripts use the same window.lua functions
- * inside their own scripts, since they decide windows atomically with billing.
+ * Takes one use of each window, all or none, atomically (the keys share one hash tag): `waitMs`
+ * 0 when taken, else the milliseconds until a place frees (nothing is recorded then). `peek`
+ * only looks; `add` records without looking (failures counted after the fact). The V1 send and
+ * retry scripts use the same window.lua functions inside their own scripts, since they decide
+ * windows atomically with billing.
  */
-export async function takeWindow(
+export async function takeWindows(
   redis: RedisClient,
-  key: string,
-  rule: { limit: number; windowSeconds: number } | null,
+  windows: readonly Window[],
   member: string,
-): Promise<boolean> {
-  if (rule === null) return true;
-  const taken = await takeWindowScript.run(redis, [key], [JSON.stringify({ now: Date.now(), rule, member })]);
-  return taken === 1;
+  mode: "take" | "peek" | "add" = "take",
+): Promise<Taken> {
+  const live = windows.filter((w) => w.rule !== null);
+  if (live.length === 0) return { waitMs: 0, full: undefined };
+  const args = { now: Date.now(), rules: live.map((w) => w.rule), member, mode };
+  const [waitMs, first] = (await takeWindowScript.run(
+    redis,
+    live.map((w) => w.key),
+    [JSON.stringify(args)],
+  )) as [number, number];
+  return { waitMs, full: first > 0 ? live[first - 1] : undefined };
+}
+
+/** 429 too_many_attempts, with the seconds until a place frees in `Retry-After`. */
+export function tooManyAttempts(message: string, waitMs: number): RingfenceError {
+  return new RingfenceError("too_many_attempts", message, {
+    "retry-after": String(Math.max(1, Math.ceil(waitMs / 1000))),
+  });
 }
 
 /** A uniformly random code of `length` digits (leading zeros kept). */

@@ -1,6 +1,26 @@
--- Records one use in a sliding window when it has room (window.lua is prepended).
--- KEYS[1]: the window. ARGV[1]: JSON {now, rule, member}. Returns 1 when taken, 0 when full.
+-- Takes one use of every window given, all or none (window.lua is prepended), or only looks
+-- ("peek") or only records ("add", for counting failures after the fact).
+-- KEYS: the windows, all under one hash tag. ARGV[1]: JSON {now, rules: [rule or null per key],
+-- member, mode: "take" | "peek" | "add"}.
+-- Returns {0, 0} when there was room (and, unless peeking, the use is recorded), else {the ms
+-- until the full windows free a place, the position (1-based) of the first full window}; nothing
+-- is recorded then.
 local a = cjson.decode(ARGV[1])
-if window_full(KEYS[1], a.rule, a.now) then return 0 end
-window_record(KEYS[1], a.rule, a.now, a.member)
-return 1
+local wait = 0
+local first = 0
+if a.mode ~= 'add' then
+  for i, key in ipairs(KEYS) do
+    local rule = a.rules[i]
+    if window_full(key, rule, a.now) then
+      local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      local frees = rule.windowSeconds * 1000
+      if oldest[2] then frees = tonumber(oldest[2]) + rule.windowSeconds * 1000 - a.now end
+      if frees < 1 then frees = 1 end
+      if frees > wait then wait = frees end
+      if first == 0 then first = i end
+    end
+  end
+end
+if wait > 0 or a.mode == 'peek' then return {wait, first} end
+for i, key in ipairs(KEYS) do window_record(key, a.rules[i], a.now, a.member) end
+return {0, 0}

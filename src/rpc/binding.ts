@@ -8,6 +8,8 @@ export interface CallContext {
   header(name: string): string | undefined;
   /** A response header: initial metadata over gRPC, an HTTP header through the gateways. */
   setHeader(name: string, value: string): void;
+  /** The caller's IP address as the transport saw it (behind a trusted proxy: the client it saw). */
+  readonly clientAddress?: string | undefined;
 }
 
 export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res>;
@@ -54,6 +56,12 @@ export function bindService<S extends ServiceDefinition>(
   };
 }
 
+/** RFC 6749 section 5.1: an answer that carries a token or credential is never cached. */
+export function noStore(ctx: CallContext): void {
+  ctx.setHeader("cache-control", "no-store");
+  ctx.setHeader("pragma", "no-cache");
+}
+
 /** A header that carries an HTTP status, on success (201, 204) or on error (decisions section 6). */
 export const HTTP_STATUS_MARKER = "x-http-status";
 /** A trailers-only header that carries the exact JSON error body. */
@@ -81,9 +89,11 @@ export async function invoke(
   request: unknown,
   incoming: (name: string) => string | undefined,
   deps: { log: Logger; docsUrl: string },
+  clientAddress?: string,
 ): Promise<Outcome> {
   const headers: Record<string, string> = { ...binding.headers };
   const ctx: CallContext = {
+    clientAddress,
     header: incoming,
     setHeader: (name, value) => {
       headers[name.toLowerCase()] = value;

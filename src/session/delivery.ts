@@ -3,14 +3,21 @@ import { RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
-import { takeWindow } from "../otp/code.js";
+import { takeWindows, tooManyAttempts, type Window } from "../otp/code.js";
+import { isStaticSpam } from "../lookup/spam.js";
+import type { LookupDataSource } from "../lookup/lookup-data.js";
+import type { AppStore } from "../apps/store.js";
 import { parseE164 } from "../lookup/numbers.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { SmsProvider } from "../messaging/sms.js";
 import { renderOtpEmail, type EmailProvider } from "../messaging/email.js";
 import type { Identifier } from "./users.js";
 
-/** Sends login and step-up codes by SMS or email, under the same per-identifier windows as V1. */
+/**
+ * Sends login and step-up codes by SMS or email under the session abuse limits: windows per
+ * identifier (RATE_LIMIT_NUMBER), app and client IP for logins, per user and session for step-up,
+ * the V1 spam rules for SMS, and a count of messages per app.
+ */
 export class CodeSender {
   constructor(
     private readonly deps: {
@@ -20,25 +27,80 @@ export class CodeSender {
       keys: Keys;
       sms: SmsProvider;
       email: EmailProvider;
+      lookupData: LookupDataSource;
+      apps: AppStore;
     },
   ) {}
 
-  /** One more code to this identifier, or 429 when its window (RATE_LIMIT_NUMBER) is full. */
-  async allow(appId: string, id: Identifier): Promise<void> {
-    const { config, redis, keys } = this.deps;
-    const window = keys.key("rl", appId, "ident", id.type, id.value.toLowerCase());
-    if (!(await takeWindow(redis, window, config.RATE_LIMIT_NUMBER, randomUUID()))) {
-      throw new RingfenceError(
-        "too_many_attempts",
-        "too many codes sent to this identifier: try again later",
-        {
-          "retry-after": String(config.RATE_LIMIT_NUMBER?.windowSeconds ?? 60),
-        },
-      );
-    }
+  /**
+   * One more login code to this identifier, asked from `client`: 403 spam_detected for a number
+   * the spam rules refuse, else 429 when the identifier's, the app's or the address's window is
+   * full. Nothing is recorded for a refused request.
+   */
+  async allowLogin(appId: string, id: Identifier, client: string | undefined): Promise<void> {
+    const { config, keys } = this.deps;
+    const app = (...suffix: string[]) => keys.key("rl", appId, ...suffix);
+    await this.refuseSpam(appId, id, [
+      { key: app("ident", id.type, id.value.toLowerCase()), rule: config.RATE_LIMIT_NUMBER },
+      { key: app("login"), rule: config.LOGIN_LIMIT_APP },
+      ...(client === undefined ? [] : [{ key: app("login-ip", client), rule: config.LOGIN_LIMIT_IP }]),
+    ]);
   }
 
-  async send(id: Identifier, code: string, purpose: "login" | "step_up", ttlSeconds: number): Promise<void> {
+  /** One more step-up code for this user and session: the same refusals as a login's. */
+  async allowStepUp(appId: string, userId: string, sessionId: string, id: Identifier): Promise<void> {
+    const { config, keys } = this.deps;
+    await this.refuseSpam(appId, id, [
+      { key: keys.key("rl", userId, "stepup"), rule: config.STEPUP_LIMIT_USER },
+      { key: keys.key("rl", userId, "stepup", sessionId), rule: config.STEPUP_LIMIT_SESSION },
+    ]);
+  }
+
+  /**
+   * One more code check for a subject (a user for step-up, an app's identifier for logins), across
+   * all its challenges, so that opening new challenges brings no new guesses.
+   */
+  async allowCheck(subject: { userId: string } | { appId: string; id: Identifier }): Promise<void> {
+    const { config, keys, redis } = this.deps;
+    const key =
+      "userId" in subject
+        ? keys.key("rl", subject.userId, "checks")
+        : keys.key("rl", subject.appId, "checks", subject.id.type, subject.id.value.toLowerCase());
+    const { waitMs } = await takeWindows(redis, [{ key, rule: config.OTP_CHECK_LIMIT }], randomUUID());
+    if (waitMs > 0) throw tooManyAttempts("too many code checks: try again later", waitMs);
+  }
+
+  /**
+   * The spam rules of V1 sends for an SMS (static rules, then bursts into the number's range,
+   * counted per app), then `windows` (all under one hash tag), all or nothing.
+   */
+  private async refuseSpam(appId: string, id: Identifier, windows: Window[]): Promise<void> {
+    const { config, keys, redis } = this.deps;
+    const member = randomUUID();
+    let range: Window | undefined;
+    if (id.type === "phone_number") {
+      const phone = parseE164(id.value);
+      if (phone !== undefined && (await isStaticSpam(config, this.deps.lookupData, phone))) {
+        throw spamDetected();
+      }
+      const prefix = id.value.slice(0, -config.SPAM_RANGE_DIGITS);
+      range = { key: keys.key("rl", appId, "range", prefix), rule: config.SPAM_RANGE_BURST };
+      // The range is the app's; peek first so that a full window below does not use a place.
+      if ((await takeWindows(redis, [range], member, "peek")).waitMs > 0) throw spamDetected();
+    }
+    const { waitMs } = await takeWindows(redis, windows, member);
+    if (waitMs > 0) throw tooManyAttempts("too many codes asked for: try again later", waitMs);
+    if (range !== undefined) await takeWindows(redis, [range], member, "add");
+  }
+
+  /** Sends a code; counted for the app once the provider accepted it. */
+  async send(
+    appId: string,
+    id: Identifier,
+    code: string,
+    purpose: "login" | "step_up",
+    ttlSeconds: number,
+  ): Promise<void> {
     const { config, log } = this.deps;
     const reference = randomUUID();
     const minutes = Math.max(1, Math.ceil(ttlSeconds / 60));
@@ -80,5 +142,14 @@ export class CodeSender {
       });
       throw new RingfenceError("internal_server_error", "the code could not be sent");
     }
+    await this.deps.apps
+      .countMessage(appId, id.type === "phone_number" ? "sms" : "email")
+      .catch((err: unknown) => {
+        log.warn("message not counted", { error: err instanceof Error ? err.message : String(err) });
+      });
   }
+}
+
+function spamDetected(): RingfenceError {
+  return new RingfenceError("spam_detected", "codes are not sent to this number");
 }

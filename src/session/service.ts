@@ -5,7 +5,7 @@ import type { Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { RedisClient } from "../redis/client.js";
 import type { Handlers } from "../rpc/binding.js";
-import { HTTP_STATUS_MARKER } from "../rpc/binding.js";
+import { HTTP_STATUS_MARKER, noStore } from "../rpc/binding.js";
 import type { SessionServiceService } from "../gen/ringfence/session/v1/session_service.js";
 import type { AppStore } from "../apps/store.js";
 import type { AppEvents } from "../apps/webhooks.js";
@@ -84,18 +84,19 @@ export function sessionHandlers(
   }
 
   return {
-    async startOtpLogin(req) {
+    async startOtpLogin(req, ctx) {
+      noStore(ctx);
       const app = await deps.apps.get(req.appId);
       if (app === undefined) throw badField("app_id", "unknown app");
       const identifier = readIdentifier(req.identifier);
-      await deps.codes.allow(app.appId, identifier);
+      await deps.codes.allowLogin(app.appId, identifier, ctx.clientAddress);
       const code = newCode(config.OTP_LENGTH);
       const expiresAtMs = Date.now() + config.OTP_TTL_SECONDS * 1000;
       const challenge = await deps.challenges.createLogin(app.appId, identifier, expiresAtMs, (id) =>
         hashCode(deps.secrets, id, code),
       );
       try {
-        await deps.codes.send(identifier, code, "login", config.OTP_TTL_SECONDS);
+        await deps.codes.send(app.appId, identifier, code, "login", config.OTP_TTL_SECONDS);
       } catch (err) {
         await deps.challenges.remove(challenge.key);
         throw err;
@@ -103,14 +104,14 @@ export function sessionHandlers(
       return { challengeToken: challenge.token, expiresAt: new Date(expiresAtMs).toISOString() };
     },
 
-    async checkOtpLogin(req) {
+    async checkOtpLogin(req, ctx) {
+      noStore(ctx);
       const ref = deps.challenges.readLogin(req.challengeToken);
-      if (ref === undefined)
+      const login = ref === undefined ? undefined : await deps.challenges.loginOf(ref.key);
+      if (ref === undefined || login === undefined)
         throw new RingfenceError("expired_challenge", "unknown or expired challenge_token");
+      await deps.codes.allowCheck({ appId: login.appId, id: login.identifier });
       await checked(deps, ref.key, hashCode(deps.secrets, ref.id, req.code));
-      const login = await deps.challenges.loginOf(ref.key);
-      if (login === undefined)
-        throw new RingfenceError("expired_challenge", "unknown or expired challenge_token");
       const { user, created } = await deps.users.findOrCreate(login.appId, login.identifier);
       const jti = randomUUID();
       const grant =
@@ -148,7 +149,8 @@ export function sessionHandlers(
       );
     },
 
-    async refreshSession(req) {
+    async refreshSession(req, ctx) {
+      noStore(ctx);
       if ((req.refreshToken === "") === (req.stepUpToken === "")) {
         throw badField("refresh_token", "give exactly one of refresh_token and step_up_token");
       }

@@ -4,7 +4,7 @@ import type { Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { Handlers } from "../rpc/binding.js";
-import { HTTP_STATUS_MARKER } from "../rpc/binding.js";
+import { HTTP_STATUS_MARKER, noStore } from "../rpc/binding.js";
 import type { StepUpServiceService } from "../gen/ringfence/stepup/v1/stepup_service.js";
 import type { AppStore } from "../apps/store.js";
 import { SCOPE } from "../apps/app.js";
@@ -63,13 +63,14 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     const user = await deps.users.get(userId);
     const identifier = user?.identifiers.find((i) => i.type === type);
     if (step === undefined || identifier === undefined) return undefined;
+    await deps.codes.allowStepUp(state.appId, userId, state.sessionId, identifier);
     const code = newCode(config.OTP_LENGTH);
     const expiresAtMs = Date.now() + step.expirationDuration * 1000;
     const challenge = await deps.challenges.createStepUp(userId, state, expiresAtMs, (id) =>
       hashCode(deps.secrets, id, code),
     );
     try {
-      await deps.codes.send(identifier, code, "step_up", step.expirationDuration);
+      await deps.codes.send(state.appId, identifier, code, "step_up", step.expirationDuration);
     } catch (err) {
       await deps.challenges.remove(challenge.key);
       throw err;
@@ -87,6 +88,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     },
 
     async requestStepUp(req, ctx) {
+      noStore(ctx);
       const caller = await authenticateCaller(ctx, auth);
       const scope = SCOPE.safeParse(req.scope);
       if (!scope.success) throw badField("scope", scope.error.issues[0]?.message ?? "is invalid");
@@ -147,7 +149,8 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
       return { status: "review", challengeToken: token, steps };
     },
 
-    async checkStepUpOtp(req) {
+    async checkStepUpOtp(req, ctx) {
+      noStore(ctx);
       const ref = deps.challenges.readStepUp(req.challengeToken);
       const state = ref === undefined ? undefined : await deps.challenges.stepUpOf(ref.key);
       if (ref === undefined || state === undefined) {
@@ -156,6 +159,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
       if (!(await deps.sessions.alive(ref.userId, state.sessionId))) {
         throw new RingfenceError("invalid_token", "the session has ended");
       }
+      await deps.codes.allowCheck({ userId: ref.userId });
       await checked(deps, ref.key, hashCode(deps.secrets, ref.id, req.code));
       await deps.challenges.remove(ref.key);
       const next = { ...state, stepIndex: state.stepIndex + 1 };

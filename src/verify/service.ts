@@ -11,7 +11,8 @@ import { authenticateCustomer } from "../accounts/authenticate.js";
 import type { CallContext, Handlers } from "../rpc/binding.js";
 import type { VerifyServiceService } from "../gen/ringfence/verify/v1/verify_service.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
-import { describeNumber, parseE164, type ParsedNumber } from "../lookup/numbers.js";
+import { parseE164, type ParsedNumber } from "../lookup/numbers.js";
+import { isStaticSpam } from "../lookup/spam.js";
 import { isAppRealm, isBcp47, renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
 import { CreateAuthenticationInput, FEEDBACK_STATUSES, type Envelope, type EventType } from "./model.js";
@@ -90,12 +91,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       }
       const account = await customer(input.customerUuid, ctx);
       const phone = number(account, input.phoneNumber);
-      const [facts, record] = await Promise.all([describeNumber(phone), deps.lookupData.get(phone.e164)]);
-      const lineType = record?.lineType ?? facts.lineType;
-      const disposable = record?.temporaryPhoneNumber ?? facts.disposable;
-      const staticSpam =
-        (config.SPAM_LINE_TYPES as readonly string[]).includes(lineType) ||
-        (config.SPAM_DISPOSABLE && disposable);
+      const staticSpam = await isStaticSpam(config, deps.lookupData, phone);
 
       const t = now();
       const authUuid = randomUUID();

@@ -35,8 +35,22 @@ function dataEnv(): Record<string, string> {
   };
 }
 
+/**
+ * Every test client calls from 127.0.0.1, so the per-address and per-app abuse limits are off
+ * unless a test sets them (test/abuse-limits.test.ts does).
+ */
+const ABUSE_LIMITS_OFF = {
+  LOGIN_LIMIT_APP: "off",
+  LOGIN_LIMIT_IP: "off",
+  STEPUP_LIMIT_USER: "off",
+  STEPUP_LIMIT_SESSION: "off",
+  OTP_CHECK_LIMIT: "off",
+  TOKEN_FAILURES_CLIENT: "off",
+  TOKEN_FAILURES_IP: "off",
+};
+
 export function testConfig(env: Record<string, string> = {}): Config {
-  return loadConfig({ NODE_ENV: "test", HOST: "127.0.0.1", ...dataEnv(), ...env });
+  return loadConfig({ NODE_ENV: "test", HOST: "127.0.0.1", ...ABUSE_LIMITS_OFF, ...dataEnv(), ...env });
 }
 
 export interface TestApp extends RunningApp {

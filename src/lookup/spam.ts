@@ -1,0 +1,21 @@
+import type { Config } from "../config.js";
+import type { LookupDataSource } from "./lookup-data.js";
+import { describeNumber, type ParsedNumber } from "./numbers.js";
+
+/**
+ * The static spam rule every SMS obeys, V1 sends, logins and step-up alike: a number whose line
+ * type is listed in SPAM_LINE_TYPES (premium-rate, shared-cost by default), or a disposable
+ * number while SPAM_DISPOSABLE is on. Imported lookup data wins over the built-in facts.
+ */
+export async function isStaticSpam(
+  rules: Pick<Config, "SPAM_LINE_TYPES" | "SPAM_DISPOSABLE">,
+  data: LookupDataSource,
+  phone: ParsedNumber,
+): Promise<boolean> {
+  const [facts, record] = await Promise.all([describeNumber(phone), data.get(phone.e164)]);
+  const lineType = record?.lineType ?? facts.lineType;
+  const disposable = record?.temporaryPhoneNumber ?? facts.disposable;
+  return (
+    (rules.SPAM_LINE_TYPES as readonly string[]).includes(lineType) || (rules.SPAM_DISPOSABLE && disposable)
+  );
+}
