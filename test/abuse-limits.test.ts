@@ -1,0 +1,566 @@
+import { expect } from "chai";
+import { status } from "@grpc/grpc-js";
+import { SessionServiceClient } from "../src/gen/ringfence/session/v1/session_service.js";
+import { loadConfig, ConfigError } from "../src/config.js";
+import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
+import { Receiver, SmsReceiver } from "./support/receivers.js";
+
+type Json = Record<string, unknown>;
+
+const PWD = "svc:pwd:write";
+const FR_PREMIUM = "+33891234567";
+
+const PHONE_STEP_UP = {
+  jwks_url: "",
+  step_keys: [],
+  allowed_scopes: [
+    {
+      scope: PWD,
+      mode: "direct",
+      direct: {
+        identifier_types: ["phone_number"],
+        status: "review",
+        granted_for: 300,
+        grant_mode: "single-use",
+        steps: [{ order: 1, key: "verify_sms", expiration_duration: 300 }],
+      },
+    },
+  ],
+};
+
+/** One service with its SMS and email receivers, an app with the phone step-up configuration. */
+class Rig {
+  private constructor(
+    readonly app: TestApp,
+    readonly sms: SmsReceiver,
+    readonly mail: Receiver,
+    readonly appId: string,
+    readonly mgmtKey: string,
+  ) {}
+
+  static async start(env: Record<string, string>): Promise<Rig> {
+    const sms = await SmsReceiver.start();
+    const mail = await Receiver.start();
+    const app = await startTestApp({
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: sms.url,
+      EMAIL_PROVIDER: "http",
+      EMAIL_HTTP_URL: mail.url,
+      ...env,
+    });
+    const made = await runCli(["apps", "create", "--name", "Shop"], cliEnv(app.config));
+    const { app_id: appId, management_api_key: mgmtKey } = JSON.parse(made.stdout) as Record<string, string>;
+    const rig = new Rig(app, sms, mail, appId ?? "", mgmtKey ?? "");
+    expect(
+      (await rig.call("POST", `/v2/session/apps/${rig.appId}/config/scopes`, { scope: PWD }, mgmtKey)).status,
+    ).to.equal(200);
+    expect(
+      (await rig.call("POST", `/v2/session/apps/${rig.appId}/config/stepup`, PHONE_STEP_UP, mgmtKey)).status,
+    ).to.equal(201);
+    return rig;
+  }
+
+  async stop(): Promise<void> {
+    await this.app.stop();
+    await this.sms.close();
+    await this.mail.close();
+  }
+
+  async call(method: string, path: string, body?: unknown, bearer?: string) {
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (bearer !== undefined) headers.authorization = `Bearer ${bearer}`;
+    const res = await fetch(`${this.app.baseUrl}${path}`, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    return { status: res.status, headers: res.headers, body: (text === "" ? {} : JSON.parse(text)) as Json };
+  }
+
+  smsTo(phone: string): number {
+    return this.sms.messages.filter((m) => m.to === phone).length;
+  }
+
+  async codeTo(phone: string, nth: number): Promise<string> {
+    await this.sms.receiver.until(() => this.smsTo(phone) > nth);
+    const m = this.sms.messages.filter((x) => x.to === phone)[nth];
+    if (m === undefined) throw new Error("no message");
+    return SmsReceiver.code(m);
+  }
+
+  /** Logs in by SMS; resolves the session's tokens. */
+  async login(phone: string): Promise<{ access_token: string; refresh_token: string }> {
+    const before = this.smsTo(phone);
+    const started = await this.call("POST", "/v1/session/login/otp", {
+      app_id: this.appId,
+      identifier: { type: "phone_number", value: phone },
+    });
+    expect(started.status, JSON.stringify(started.body)).to.equal(200);
+    const code = await this.codeTo(phone, before);
+    const checked = await this.call("POST", "/v1/session/login/otp/check", {
+      challenge_token: started.body.challenge_token,
+      code,
+    });
+    expect(checked.status, JSON.stringify(checked.body)).to.equal(200);
+    return checked.body as { access_token: string; refresh_token: string };
+  }
+}
+
+/** A code of `length` digits that is not `avoid`, the n-th such guess. */
+function wrongGuess(n: number, avoid: string): string {
+  let g = n;
+  for (;;) {
+    const s = String(g).padStart(avoid.length, "0");
+    if (s !== avoid) return s;
+    g += 1;
+  }
+}
+
+function expect429(r: { status: number; headers: Headers; body: Json }, what: string): void {
+  expect(r.status, `${what}: ${JSON.stringify(r.body)}`).to.equal(429);
+  expect(r.body.code).to.equal("too_many_attempts");
+  expect(Number(r.headers.get("retry-after"))).to.be.within(1, 3600);
+}
+
+describe("abuse limits of the session service", () => {
+  describe("step-up brute force (STEPUP_LIMIT_USER, OTP_CHECK_LIMIT)", () => {
+    let rig: Rig;
+    before(async function () {
+      this.timeout(30_000);
+      rig = await Rig.start({
+        OTP_LENGTH: "4",
+        STEPUP_LIMIT_USER: "3/3600",
+        OTP_CHECK_LIMIT: "6/900",
+      });
+    });
+    after(async () => rig.stop());
+
+    it("stops a stolen token's brute force at the limits: few SMS, few guesses, the password unchanged", async function () {
+      this.timeout(60_000);
+      const phone = "+33612990001";
+      const { registry } = rig.app;
+      const made = await runCli(
+        ["users", "create", "--app", rig.appId, "--phone", phone, "--password", "old-password-1"],
+        cliEnv(rig.app.config),
+      );
+      const { user_id: userId } = JSON.parse(made.stdout) as { user_id: string };
+      const userKey = registry.keys.key("user", userId);
+      const hashBefore = await registry.redis.hget(userKey, "password_hash");
+      expect(hashBefore).to.be.a("string");
+      const { access_token: token } = await rig.login(phone);
+      const smsAfterLogin = rig.smsTo(phone);
+
+      let challenges = 0;
+      let guesses = 0;
+      let refusedRequests = 0;
+      let refusedChecks = 0;
+      let n = 0;
+      // The attacker tries 40 challenges with 5 guesses each: 200 guesses would be 2% of a 4-digit space.
+      for (let round = 0; round < 40; round++) {
+        const asked = await rig.call("POST", "/v1/session/stepup/request", { scope: PWD }, token);
+        if (asked.status === 429) {
+          expect429(asked, "step-up request");
+          refusedRequests++;
+          continue;
+        }
+        expect(asked.status, JSON.stringify(asked.body)).to.equal(200);
+        expect(asked.body.status).to.equal("review");
+        challenges++;
+        const real = await rig.codeTo(phone, smsAfterLogin + challenges - 1);
+        for (let i = 0; i < 5; i++) {
+          const checked = await rig.call("POST", "/v1/session/otp/check", {
+            challenge_token: asked.body.challenge_token,
+            code: wrongGuess(n++, real),
+          });
+          if (checked.status === 429) {
+            expect429(checked, "code check");
+            refusedChecks++;
+            break;
+          }
+          expect(checked.status, JSON.stringify(checked.body)).to.equal(400);
+          expect(checked.body.code).to.equal("invalid_code");
+          guesses++;
+        }
+      }
+      expect(challenges, "challenges opened").to.equal(3);
+      expect(rig.smsTo(phone) - smsAfterLogin, "SMS to the victim").to.equal(3);
+      expect(guesses, "codes compared").to.equal(6);
+      expect(refusedRequests).to.equal(37);
+      expect(refusedChecks).to.be.greaterThan(0);
+
+      const reset = await rig.call(
+        "POST",
+        "/v1/session/me/password/reset",
+        { password: "attacker-pass-9" },
+        token,
+      );
+      expect(reset.status).to.equal(403);
+      expect(reset.body.code).to.equal("insufficient_scope");
+      expect(await registry.redis.hget(userKey, "password_hash")).to.equal(hashBefore);
+    });
+
+    it("refuses the right code too once the user's checks are used up, across challenges", async function () {
+      this.timeout(30_000);
+      const phone = "+33612990002";
+      const { access_token: token } = await rig.login(phone);
+      const base = rig.smsTo(phone);
+      // Two challenges: 4 wrong checks in the first, 2 in the second use the 6 of the window.
+      const first = await rig.call("POST", "/v1/session/stepup/request", { scope: PWD }, token);
+      const real1 = await rig.codeTo(phone, base);
+      for (let i = 0; i < 4; i++) {
+        const r = await rig.call("POST", "/v1/session/otp/check", {
+          challenge_token: first.body.challenge_token,
+          code: wrongGuess(i, real1),
+        });
+        expect(r.status).to.equal(400);
+      }
+      const second = await rig.call("POST", "/v1/session/stepup/request", { scope: PWD }, token);
+      const real2 = await rig.codeTo(phone, base + 1);
+      for (let i = 0; i < 2; i++) {
+        const r = await rig.call("POST", "/v1/session/otp/check", {
+          challenge_token: second.body.challenge_token,
+          code: wrongGuess(i, real2),
+        });
+        expect(r.status).to.equal(400);
+      }
+      const right = await rig.call("POST", "/v1/session/otp/check", {
+        challenge_token: second.body.challenge_token,
+        code: real2,
+      });
+      expect429(right, "the right code after the window is full");
+    });
+  });
+
+  describe("step-up per session (STEPUP_LIMIT_SESSION)", () => {
+    let rig: Rig;
+    before(async function () {
+      this.timeout(30_000);
+      rig = await Rig.start({ STEPUP_LIMIT_SESSION: "2/900" });
+    });
+    after(async () => rig.stop());
+
+    it("allows each session its own few challenges", async function () {
+      this.timeout(30_000);
+      const phone = "+33612990003";
+      const one = await rig.login(phone);
+      for (let i = 0; i < 2; i++) {
+        expect(
+          (await rig.call("POST", "/v1/session/stepup/request", { scope: PWD }, one.access_token)).status,
+        ).to.equal(200);
+      }
+      expect429(
+        await rig.call("POST", "/v1/session/stepup/request", { scope: PWD }, one.access_token),
+        "third in one session",
+      );
+      const two = await rig.login(phone);
+      expect(
+        (await rig.call("POST", "/v1/session/stepup/request", { scope: PWD }, two.access_token)).status,
+      ).to.equal(200);
+    });
+  });
+
+  describe("logins (LOGIN_LIMIT_IP, LOGIN_LIMIT_APP, spam rules)", () => {
+    let rig: Rig;
+    before(async function () {
+      this.timeout(30_000);
+      rig = await Rig.start({ LOGIN_LIMIT_IP: "10/3600", LOGIN_LIMIT_APP: "off" });
+    });
+    after(async () => rig.stop());
+
+    it("sends at most LOGIN_LIMIT_IP codes for 300 login requests from one address", async function () {
+      this.timeout(60_000);
+      const before = rig.sms.messages.length;
+      const answers: { status: number; retryAfter: string | null; code: unknown }[] = [];
+      for (let batch = 0; batch < 30; batch++) {
+        answers.push(
+          ...(await Promise.all(
+            Array.from({ length: 10 }, async (_, i) => {
+              const r = await rig.call("POST", "/v1/session/login/otp", {
+                app_id: rig.appId,
+                // A range of its own for each (SPAM_RANGE_BURST would call 300 neighbours spam).
+                identifier: {
+                  type: "phone_number",
+                  value: `+336${String(batch * 10 + i).padStart(3, "0")}12345`,
+                },
+              });
+              return { status: r.status, retryAfter: r.headers.get("retry-after"), code: r.body.code };
+            }),
+          )),
+        );
+      }
+      expect(answers.filter((a) => a.status === 200)).to.have.length(10);
+      const refused = answers.filter((a) => a.status !== 200);
+      expect(refused).to.have.length(290);
+      for (const a of refused) {
+        expect(a.status).to.equal(429);
+        expect(a.code).to.equal("too_many_attempts");
+        expect(Number(a.retryAfter)).to.be.within(1, 3600);
+      }
+      await rig.sms.receiver.until((r) => r.length >= before + 10);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(rig.sms.messages.length - before).to.equal(10);
+    });
+
+    it("refuses premium-rate numbers with 403 spam_detected and sends nothing", async () => {
+      const before = rig.sms.messages.length;
+      const r = await rig.call("POST", "/v1/session/login/otp", {
+        app_id: rig.appId,
+        identifier: { type: "phone_number", value: FR_PREMIUM },
+      });
+      expect(r.status).to.equal(403);
+      expect(r.body).to.deep.equal({ code: "spam_detected", message: "codes are not sent to this number" });
+      expect(rig.sms.messages.length).to.equal(before);
+    });
+  });
+
+  describe("the client address", () => {
+    let rig: Rig;
+    let untrusted: Rig;
+    before(async function () {
+      this.timeout(30_000);
+      rig = await Rig.start({ LOGIN_LIMIT_IP: "2/3600", LOGIN_LIMIT_APP: "5/3600" });
+      untrusted = await Rig.start({ LOGIN_LIMIT_IP: "2/3600", TRUSTED_PROXY_CIDRS: "10.0.0.0/8" });
+    });
+    after(async () => {
+      await rig.stop();
+      await untrusted.stop();
+    });
+
+    const grpcLogin = (r: Rig, i: number, forwardedFor: string) => {
+      const client = new SessionServiceClient(r.app.grpcAddress, insecure);
+      return unary(
+        client.startOtpLogin.bind(client),
+        {
+          appId: r.appId,
+          identifier: { type: "phone_number", value: `+3361400${String(i).padStart(4, "0")}` },
+        },
+        metadata({ "x-forwarded-for": forwardedFor }),
+      ).finally(() => client.close());
+    };
+
+    it("takes x-forwarded-for from a trusted proxy, and caps the app whatever the addresses", async () => {
+      const results = [];
+      for (let i = 0; i < 7; i++) results.push(await grpcLogin(rig, i, `198.51.100.7, 203.0.113.${i + 1}`));
+      expect(results.slice(0, 5).map((r) => r.err?.code ?? 0)).to.deep.equal([0, 0, 0, 0, 0]);
+      for (const r of results.slice(5)) {
+        expect(r.err?.code).to.equal(status.RESOURCE_EXHAUSTED);
+        expect(r.err?.metadata.get("retry-after")[0]).to.match(/^\d+$/);
+      }
+    });
+
+    it("ignores x-forwarded-for from a peer outside TRUSTED_PROXY_CIDRS", async () => {
+      const results = [];
+      for (let i = 0; i < 3; i++) results.push(await grpcLogin(untrusted, 100 + i, `203.0.113.${i + 1}`));
+      expect(results.map((r) => r.err?.code ?? 0)).to.deep.equal([0, 0, status.RESOURCE_EXHAUSTED]);
+    });
+  });
+
+  describe("spam rules and counts of step-up messages", () => {
+    let rig: Rig;
+    before(async function () {
+      this.timeout(30_000);
+      rig = await Rig.start({});
+    });
+    after(async () => rig.stop());
+
+    it("refuses a step-up SMS to a premium-rate number with 403 spam_detected, sending nothing", async function () {
+      this.timeout(30_000);
+      const email = "premium@example.com";
+      await runCli(
+        ["users", "create", "--app", rig.appId, "--email", email, "--phone", FR_PREMIUM],
+        cliEnv(rig.app.config),
+      );
+      const started = await rig.call("POST", "/v1/session/login/otp", {
+        app_id: rig.appId,
+        identifier: { type: "email_address", value: email },
+      });
+      expect(started.status).to.equal(200);
+      await rig.mail.until((r) => r.length > 0);
+      const code = SmsReceiver.code({
+        body: (JSON.parse(rig.mail.received[0]?.body ?? "{}") as { body: string }).body,
+      } as never);
+      const checked = await rig.call("POST", "/v1/session/login/otp/check", {
+        challenge_token: started.body.challenge_token,
+        code,
+      });
+      expect(checked.status).to.equal(200);
+      const before = rig.sms.messages.length;
+      const asked = await rig.call(
+        "POST",
+        "/v1/session/stepup/request",
+        { scope: PWD },
+        checked.body.access_token as string,
+      );
+      expect(asked.status).to.equal(403);
+      expect(asked.body.code).to.equal("spam_detected");
+      expect(rig.sms.messages.length).to.equal(before);
+    });
+
+    it("counts the app's SMS and email messages in ringfence apps show", async function () {
+      this.timeout(30_000);
+      await rig.login("+33612990010");
+      await rig.login("+33612990011");
+      const shown = await runCli(["apps", "show", rig.appId], cliEnv(rig.app.config));
+      expect(shown.code, shown.stderr).to.equal(0);
+      const body = JSON.parse(shown.stdout) as Json;
+      expect(body).to.include({ app_id: rig.appId, name: "Shop" });
+      expect(body.scopes).to.deep.equal([PWD]);
+      expect(body.messages).to.deep.equal({
+        sms_sent: rig.sms.messages.length,
+        email_sent: rig.mail.received.length,
+      });
+      expect(JSON.stringify(body)).to.not.match(/hash|rfm_/);
+      const unknown = await runCli(["apps", "show", "app_nope"], cliEnv(rig.app.config));
+      expect(unknown.code).to.equal(2);
+    });
+
+    it("answers Cache-Control: no-store on every session answer that carries a token", async function () {
+      this.timeout(30_000);
+      const phone = "+33612990020";
+      const noStore = (r: { headers: Headers }, what: string) => {
+        expect(r.headers.get("cache-control"), what).to.equal("no-store");
+      };
+      const before = rig.smsTo(phone);
+      const started = await rig.call("POST", "/v1/session/login/otp", {
+        app_id: rig.appId,
+        identifier: { type: "phone_number", value: phone },
+      });
+      noStore(started, "login/otp");
+      const checked = await rig.call("POST", "/v1/session/login/otp/check", {
+        challenge_token: started.body.challenge_token,
+        code: await rig.codeTo(phone, before),
+      });
+      noStore(checked, "login/otp/check");
+      const refreshed = await rig.call("POST", "/v1/session/refresh", {
+        refresh_token: checked.body.refresh_token,
+      });
+      noStore(refreshed, "refresh");
+      const asked = await rig.call(
+        "POST",
+        "/v1/session/stepup/request",
+        { scope: PWD },
+        refreshed.body.access_token as string,
+      );
+      noStore(asked, "stepup/request");
+      const stepped = await rig.call("POST", "/v1/session/otp/check", {
+        challenge_token: asked.body.challenge_token,
+        code: await rig.codeTo(phone, before + 1),
+      });
+      expect(stepped.body.current_step).to.equal("completed");
+      noStore(stepped, "otp/check");
+    });
+  });
+
+  describe("failed client authentications at the token endpoint", () => {
+    let rig: Rig;
+    before(async function () {
+      this.timeout(30_000);
+      rig = await Rig.start({ TOKEN_FAILURES_CLIENT: "3/300", TOKEN_FAILURES_IP: "off" });
+    });
+    after(async () => rig.stop());
+
+    async function client(r: Rig): Promise<{ id: string; secret: string }> {
+      const made = await r.call(
+        "POST",
+        `/v2/session/apps/${r.appId}/oauth/clients`,
+        {
+          client_name: "Backend",
+          provider_url: "https://backend.example.com",
+          scopes: [],
+          grant_types: ["client_credentials"],
+        },
+        r.mgmtKey,
+      );
+      expect(made.status).to.equal(201);
+      return { id: made.body.client_id as string, secret: made.body.client_secret as string };
+    }
+
+    const token = async (r: Rig, id: string, secret: string) => {
+      const res = await fetch(`${r.app.baseUrl}/v1/session/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ grant_type: "client_credentials", client_id: id, client_secret: secret }),
+      });
+      return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
+    };
+
+    it("refuses even the right secret with 429 once a client's failures fill TOKEN_FAILURES_CLIENT", async () => {
+      const c = await client(rig);
+      for (let i = 0; i < 3; i++) expect((await token(rig, c.id, "rfs_wrong")).status).to.equal(401);
+      const right = await token(rig, c.id, c.secret);
+      expect(right.status).to.equal(429);
+      expect(right.body.error).to.equal("too_many_attempts");
+      expect(Number(right.headers.get("retry-after"))).to.be.within(1, 300);
+      expect(right.headers.get("cache-control")).to.equal("no-store");
+    });
+
+    it("does not count successful authentications", async () => {
+      const c = await client(rig);
+      for (let i = 0; i < 8; i++) expect((await token(rig, c.id, c.secret)).status).to.equal(200);
+    });
+
+    it("limits failures per address across client ids (TOKEN_FAILURES_IP)", async function () {
+      this.timeout(30_000);
+      const byIp = await Rig.start({ TOKEN_FAILURES_CLIENT: "off", TOKEN_FAILURES_IP: "4/300" });
+      try {
+        const [a, b, c] = [await client(byIp), await client(byIp), await client(byIp)];
+        for (const x of [a, a, b, b]) expect((await token(byIp, x.id, "rfs_wrong")).status).to.equal(401);
+        expect((await token(byIp, c.id, c.secret)).status).to.equal(429);
+      } finally {
+        await byIp.stop();
+      }
+    });
+  });
+
+  describe("settings", () => {
+    const LIMITS = [
+      "STEPUP_LIMIT_USER",
+      "STEPUP_LIMIT_SESSION",
+      "OTP_CHECK_LIMIT",
+      "LOGIN_LIMIT_APP",
+      "LOGIN_LIMIT_IP",
+      "TOKEN_FAILURES_CLIENT",
+      "TOKEN_FAILURES_IP",
+    ] as const;
+
+    for (const name of LIMITS) {
+      it(`${name} takes count/seconds or off, and a bad value stops the start naming it`, () => {
+        expect(loadConfig({ [name]: "7/60" })[name]).to.deep.equal({ limit: 7, windowSeconds: 60 });
+        expect(loadConfig({ [name]: "off" })[name]).to.equal(null);
+        expect(() => loadConfig({ [name]: "lots" }))
+          .to.throw(ConfigError)
+          .with.property("message")
+          .that.matches(new RegExp(`^invalid ${name}: `));
+      });
+    }
+
+    it("has the documented defaults", () => {
+      const c = loadConfig({});
+      expect(c.STEPUP_LIMIT_USER).to.deep.equal({ limit: 10, windowSeconds: 3600 });
+      expect(c.STEPUP_LIMIT_SESSION).to.deep.equal({ limit: 5, windowSeconds: 900 });
+      expect(c.OTP_CHECK_LIMIT).to.deep.equal({ limit: 10, windowSeconds: 900 });
+      expect(c.LOGIN_LIMIT_APP).to.deep.equal({ limit: 1000, windowSeconds: 3600 });
+      expect(c.LOGIN_LIMIT_IP).to.deep.equal({ limit: 10, windowSeconds: 3600 });
+      expect(c.TOKEN_FAILURES_CLIENT).to.deep.equal({ limit: 10, windowSeconds: 300 });
+      expect(c.TOKEN_FAILURES_IP).to.deep.equal({ limit: 30, windowSeconds: 300 });
+      expect(c.TRUSTED_PROXY_CIDRS.map((x) => `${x.address}/${x.prefix}`)).to.deep.equal([
+        "127.0.0.0/8",
+        "::1/128",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "fc00::/7",
+      ]);
+    });
+
+    it("TRUSTED_PROXY_CIDRS refuses a malformed CIDR naming the variable", () => {
+      for (const bad of ["10.0.0.0/33", "not-an-ip/8", "::1/129", "10.0.0.0/x"]) {
+        expect(() => loadConfig({ TRUSTED_PROXY_CIDRS: bad }), bad)
+          .to.throw(ConfigError)
+          .with.property("message")
+          .that.matches(/^invalid TRUSTED_PROXY_CIDRS: /);
+      }
+    });
+  });
+});
