@@ -336,7 +336,9 @@ describe("abuse limits of the session service", () => {
           identifier: { type: "phone_number", value: `+3361400${String(i).padStart(4, "0")}` },
         },
         metadata({ "x-forwarded-for": forwardedFor }),
-      ).finally(() => client.close());
+      ).finally(() => {
+        client.close();
+      });
     };
 
     it("takes x-forwarded-for from a trusted proxy, and caps the app whatever the addresses", async () => {
