@@ -13,6 +13,7 @@ import { bindService, type ServiceBinding } from "./rpc/binding.js";
 import { loadContract } from "./rpc/contract.js";
 import { startGrpc } from "./grpc/server.js";
 import { blockList } from "./net/cidr.js";
+import { OutboundGuard } from "./net/outbound.js";
 import { createGateway } from "./gateway/gateway.js";
 import { v1ServiceOptions } from "./v1/deprecation.js";
 import { VerifyServiceService } from "./gen/ringfence/verify/v1/verify_service.js";
@@ -56,6 +57,8 @@ export interface Registry {
   users: UserStore;
   sessions: SessionStore;
   challenges: ChallengeStore;
+  /** Calls to caller-supplied URLs: checked at registration and at connect time. */
+  outbound: OutboundGuard;
 }
 
 export async function openRegistry(config: Config, log: Logger): Promise<Registry> {
@@ -83,6 +86,7 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     users: new UserStore(redis, keys),
     sessions: new SessionStore(redis, keys, config.REFRESH_TOKEN_TTL_SECONDS * 1000),
     challenges: new ChallengeStore(redis, keys),
+    outbound: new OutboundGuard(config.OUTBOUND_ALLOWED_CIDRS),
   };
 }
 
@@ -114,6 +118,7 @@ export function openDelivery(r: Registry): Delivery {
       queuePrefix: `{${config.REDIS_KEY_PREFIX}bull}`,
       resolveSecret: (ref) => webhookSecret(r, ref),
       log,
+      outbound: r.outbound,
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
       concurrency: config.WEBHOOK_CONCURRENCY,
       sweepIntervalMs: config.WEBHOOK_SWEEP_INTERVAL_MS,
@@ -136,6 +141,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     store: r.verify,
     sms: d.sms,
     webhooks: d.outbox,
+    outbound: r.outbound,
   };
   d.sms.onReceipt((receipt) => {
     recordReceipt(verify, receipt).catch((err: unknown) => {
@@ -176,7 +182,10 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     bindService(VerifyServiceService, verifyHandlers(verify), v1ServiceOptions(r.config, "verify")),
     bindService(
       SessionServiceService,
-      sessionHandlers({ ...session, signingKeys: r.signingKeys }, createAppWebhookHandler(r.apps, events)),
+      sessionHandlers(
+        { ...session, signingKeys: r.signingKeys },
+        createAppWebhookHandler(r.apps, events, r.outbound),
+      ),
       { dialect: "session" },
     ),
     bindService(
@@ -184,7 +193,8 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       stepUpHandlers({
         ...session,
         keys: r.keys,
-        delegation: new DelegationClient({ keys: r.signingKeys, logger: r.log }),
+        outbound: r.outbound,
+        delegation: new DelegationClient({ keys: r.signingKeys, logger: r.log, fetch: r.outbound.fetch }),
       }),
       { dialect: "session" },
     ),

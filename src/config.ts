@@ -186,6 +186,8 @@ const schema = z
     TOKEN_FAILURES_CLIENT: window.default({ limit: 10, windowSeconds: 300 }),
     TOKEN_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
     TRUSTED_PROXY_CIDRS: cidrs.default(parseCidrs(DEFAULT_TRUSTED_PROXIES)),
+    // Caller-supplied URLs may reach private or reserved addresses only inside these (section 7).
+    OUTBOUND_ALLOWED_CIDRS: cidrs.default([]),
   })
   .strip();
 

@@ -16,6 +16,10 @@ import {
 } from "../src/apps/webhooks.js";
 import { oauthHandlers } from "../src/oauth/service.js";
 import { AuthFailures } from "../src/oauth/client_credentials.js";
+import { OutboundGuard } from "../src/net/outbound.js";
+
+/** The receivers of these tests live on loopback. */
+const LOOPBACK = new OutboundGuard("127.0.0.0/8");
 import { HTTP_STATUS_MARKER, type CallContext } from "../src/rpc/binding.js";
 import { WebhookOutbox } from "../src/webhooks/outbox.js";
 import { verifyWebhook } from "../src/webhooks/signature.js";
@@ -116,6 +120,7 @@ describe("app webhooks", () => {
     logs = capturingLogger();
     // As app.ts builds it; the secret of an `appwh:` ref comes from the subscription.
     outbox = new WebhookOutbox({
+      outbound: LOOPBACK,
       redis,
       connection: () => new Redis(testRedisUrl(), { maxRetriesPerRequest: null, lazyConnect: true }),
       keys,
@@ -265,8 +270,9 @@ describe("app webhooks", () => {
     it("answers 201 with the subscription after checking the app's management key", async () => {
       const owner = await newApp();
       const other = await newApp();
-      const handler = createAppWebhookHandler(apps, webhooks);
-      const req = { appId: owner.appId, url: "https://example.com/hook", events: ["client.deleted"] };
+      const handler = createAppWebhookHandler(apps, webhooks, LOOPBACK);
+      // A public address: registration resolves names, and the test machines have no DNS.
+      const req = { appId: owner.appId, url: "https://93.184.215.14/hook", events: ["client.deleted"] };
 
       const refused: Record<string, string>[] = [
         {},
@@ -498,6 +504,7 @@ describe("app webhooks", () => {
       app = await startTestApp({ WEBHOOK_SWEEP_INTERVAL_MS: "0" });
       const r = app.registry;
       own = new WebhookOutbox({
+        outbound: LOOPBACK,
         redis: r.redis,
         connection: () => new Redis(app.config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true }),
         keys: r.keys,
@@ -522,10 +529,11 @@ describe("app webhooks", () => {
       const { app: made, managementApiKey } = await r.apps.create("Backend");
       const appId = made.appId;
       const auth = { authorization: `Bearer ${managementApiKey}` };
-      const sub = await createAppWebhookHandler(r.apps, events)(
-        { appId, url: rx.url, events: ["client.created", "client.deleted"] },
-        fakeContext(auth),
-      );
+      const sub = await createAppWebhookHandler(
+        r.apps,
+        events,
+        LOOPBACK,
+      )({ appId, url: rx.url, events: ["client.created", "client.deleted"] }, fakeContext(auth));
       const handlers = oauthHandlers({
         apps: r.apps,
         clients: r.clients,

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { badField, RingfenceError } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { OutboundGuard } from "../net/outbound.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
 import { HTTP_STATUS_MARKER, type UnaryHandler } from "../rpc/binding.js";
@@ -231,9 +232,14 @@ export class AppWebhooks implements AppEvents {
 export function createAppWebhookHandler(
   apps: AppStore,
   webhooks: AppWebhooks,
+  outbound: Pick<OutboundGuard, "checkUrl">,
 ): UnaryHandler<CreateAppWebhookRequest, CreateAppWebhookResponse> {
   return async (req, ctx) => {
     const app = await apps.authenticate(req.appId, ctx);
+    // The cheap rules first, then the address (a DNS look-up).
+    validUrl(req.url);
+    validEvents(req.events);
+    await outbound.checkUrl(req.url, "url");
     const created = await webhooks.register(app.appId, { url: req.url, events: req.events });
     ctx.setHeader(HTTP_STATUS_MARKER, "201");
     ctx.setHeader("cache-control", "no-store");

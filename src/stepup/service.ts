@@ -1,6 +1,7 @@
 import { badField, RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
+import type { OutboundGuard } from "../net/outbound.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { Handlers } from "../rpc/binding.js";
@@ -36,6 +37,8 @@ export interface StepUpDeps {
   keySet: CachedKeySet;
   codes: CodeSender;
   delegation: DelegationClient;
+  /** Checks jwks_url and hook URLs: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
+  outbound: Pick<OutboundGuard, "checkUrl">;
   events: AppEventSink;
 }
 
@@ -82,6 +85,12 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     async createStepUpConfig(req, ctx) {
       const app = await deps.apps.authenticate(req.appId, ctx);
       const validated = validateStepUpConfig(req, await deps.apps.scopes(app.appId));
+      if (validated.jwksUrl !== "") await deps.outbound.checkUrl(validated.jwksUrl, "jwks_url");
+      for (const [i, entry] of validated.entries.entries()) {
+        if (entry.mode === "delegated") {
+          await deps.outbound.checkUrl(entry.url, `allowed_scopes[${i}].delegated.url`);
+        }
+      }
       await deps.redis.set(configKey(app.appId), JSON.stringify(validated));
       ctx.setHeader(HTTP_STATUS_MARKER, "201");
       return toResponse(app.appId, validated);

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { badField, badInput, quote, RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
+import type { OutboundGuard } from "../net/outbound.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { AccountStore } from "../accounts/store.js";
 import type { StoredAccount } from "../accounts/account.js";
@@ -28,6 +29,8 @@ export interface VerifyDeps {
   sms: SmsProvider;
   /** Starts webhook delivery of an events list (the outbox of src/webhooks). */
   webhooks: { kick(list: string): Promise<void> };
+  /** Checks callback_url: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
+  outbound: Pick<OutboundGuard, "checkUrl">;
   now?: () => number;
 }
 
@@ -89,6 +92,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       if (input.appRealm !== "" && !isAppRealm(input.appRealm)) {
         throw badField("app_realm", "must be the 11-character Android SMS Retriever hash");
       }
+      if (input.callbackUrl !== "") await deps.outbound.checkUrl(input.callbackUrl, "callback_url");
       const account = await customer(input.customerUuid, ctx);
       const phone = number(account, input.phoneNumber);
       const staticSpam = await isStaticSpam(config, deps.lookupData, phone);

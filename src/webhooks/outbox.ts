@@ -3,6 +3,7 @@ import { DelayedError, Queue, UnrecoverableError, Worker, type Job } from "bullm
 import { Cluster, type Redis } from "ioredis";
 import { z } from "zod";
 import type { Logger } from "../log.js";
+import { OutboundRefused, type OutboundGuard } from "../net/outbound.js";
 import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
 import { SIGNATURE_HEADER, signWebhook } from "./signature.js";
 import { hashTag, outboxKeys, PENDING_KIND, readEnvelopeHead, type OutboxKeys } from "./stream.js";
@@ -27,6 +28,8 @@ export interface WebhookOutboxOptions {
   /** The secret that signs for a hook's `secret_ref`; undefined when there is none (any more). */
   resolveSecret: (secretRef: string) => Promise<string | undefined>;
   log: Logger;
+  /** Calls the hooks: only allowed addresses, no redirects (OUTBOUND_ALLOWED_CIDRS). */
+  outbound: OutboundGuard;
   /** Per POST, from connect to the end of the answer. Default 5 s. */
   timeoutMs?: number;
   backoff?: Partial<WebhookBackoff>;
@@ -57,7 +60,6 @@ const ATTEMPTS = 1_000_000;
 /** When another worker delivers the stream, look again this soon. */
 const LOCK_BUSY_RETRY_MS = 200;
 const JITTER = 0.2;
-const MAX_ANSWER_BYTES = 65_536;
 
 const jobData = z.object({
   list: z.string().refine((list) => {
@@ -288,6 +290,16 @@ export class WebhookOutbox {
       }
       target ??= this.target(k);
       const failure = await this.post(target, envelope, head.id);
+      if (failure instanceof OutboundRefused) {
+        // Not a passing fault: the hook's address is refused (OUTBOUND_ALLOWED_CIDRS), so no retry.
+        this.log.error("webhook dropped: its address is not allowed", {
+          list,
+          id: head.id,
+          reason: failure.message,
+        });
+        await advance();
+        continue;
+      }
       if (failure === undefined) {
         await advance();
         this.log.debug("webhook delivered", { list, id: head.id });
@@ -304,15 +316,21 @@ export class WebhookOutbox {
     }
   }
 
-  /** One POST; undefined when the receiver answered 2xx, else why not (no URL, body or secret in it). */
-  private async post(target: Promise<Target>, envelope: string, id: string): Promise<string | undefined> {
+  /**
+   * One POST; undefined when the receiver answered 2xx, an OutboundRefused when its address may
+   * not be called, else why not (no URL, body or secret in it).
+   */
+  private async post(
+    target: Promise<Target>,
+    envelope: string,
+    id: string,
+  ): Promise<string | OutboundRefused | undefined> {
     try {
       const { url, secret } = await target;
-      const res = await fetch(url, {
+      const res = await this.options.outbound.request(url, {
         method: "POST",
         body: envelope,
-        redirect: "manual",
-        signal: AbortSignal.timeout(this.timeoutMs),
+        timeoutMs: this.timeoutMs,
         headers: {
           "content-type": "application/json",
           "user-agent": this.options.userAgent ?? "ringfence-webhooks/1",
@@ -320,10 +338,9 @@ export class WebhookOutbox {
           "X-Webhook-Id": id,
         },
       });
-      await discard(res);
       return res.status >= 200 && res.status < 300 ? undefined : `receiver answered ${res.status}`;
     } catch (err) {
-      return errorMessage(err);
+      return err instanceof OutboundRefused ? err : errorMessage(err);
     }
   }
 
@@ -428,24 +445,6 @@ function jobIdFor(list: string, length: number): string {
 }
 
 /** Reads (a bounded part of) the answer, so that the connection can serve the next POST. */
-async function discard(res: Response): Promise<void> {
-  if (res.body === null) return;
-  const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader();
-  let seen = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      seen += value.byteLength;
-      if (seen > MAX_ANSWER_BYTES) {
-        await reader.cancel();
-        return;
-      }
-    }
-  } catch {
-    // The status decides; an answer cut short changes nothing.
-  }
-}
 
 async function quit(connection: RedisClient | undefined): Promise<void> {
   if (connection === undefined) return;

@@ -5,6 +5,7 @@ import { Redis } from "ioredis";
 import { createLogger, type Logger } from "../../src/log.js";
 import { Keys, type RedisClient } from "../../src/redis/client.js";
 import { WebhookOutbox, type WebhookOutboxOptions } from "../../src/webhooks/outbox.js";
+import { OutboundGuard } from "../../src/net/outbound.js";
 import { appendWebhookEvent, newEnvelope } from "../../src/webhooks/stream.js";
 
 export interface Received {
@@ -122,6 +123,8 @@ export class Harness {
 
   outbox(options: Partial<WebhookOutboxOptions> = {}): WebhookOutbox {
     const outbox = new WebhookOutbox({
+      // The receivers of these tests live on loopback.
+      outbound: new OutboundGuard("127.0.0.0/8"),
       redis: this.redis,
       connection: this.connection,
       keys: this.keys,
