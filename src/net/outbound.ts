@@ -77,16 +77,15 @@ export class OutboundGuard {
    * A URL a caller registers: http(s), no credentials, and a host whose every address is allowed.
    * Refusals are 400 bad_request naming `field`.
    */
-  async checkUrl(raw: string, field: string): Promise<URL> {
-    const url = parseUrl(raw);
-    if (url === undefined) throw badField(field, "must be an http or https URL");
-    const problem = await this.problem(url);
+  async checkUrl(raw: string, field: string): Promise<void> {
+    const problem = await this.refusal(raw);
     if (problem !== undefined) throw badField(field, problem);
-    return url;
   }
 
-  /** Why a URL may not be called, or undefined when it may (addresses resolved now). */
-  private async problem(url: URL): Promise<string | undefined> {
+  /** Why a URL may not be registered, or undefined when it may (addresses resolved now). */
+  async refusal(raw: string): Promise<string | undefined> {
+    const url = parseUrl(raw);
+    if (url === undefined) return "must be an http or https URL";
     if (url.protocol !== "http:" && url.protocol !== "https:") return "must be an http or https URL";
     if (url.username !== "" || url.password !== "") return "must not carry credentials (user:password@)";
     const host = hostOf(url);

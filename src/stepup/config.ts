@@ -142,7 +142,8 @@ function validateEntry(raw: AllowedScope, at: string, registered: ReadonlySet<st
   return { scope: raw.scope, mode: "direct", identifierTypes, ...checked.decision };
 }
 
-function fail(field: string, message: string): never {
+/** A broken rule of the configuration: 400 invalid_stepup_config naming the field. */
+export function fail(field: string, message: string): never {
   throw new RingfenceError("invalid_stepup_config", `${field} ${message}`, {}, { field });
 }
 

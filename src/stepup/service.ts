@@ -17,7 +17,7 @@ import type { SessionStore } from "../session/sessions.js";
 import { authenticateCaller } from "../session/tokens.js";
 import type { UserStore } from "../session/users.js";
 import { checked, PASSWORD_SCOPE, type AppEventSink } from "../session/service.js";
-import { StoredStepUpConfig, toResponse, validateStepUpConfig, type StepUpConfig } from "./config.js";
+import { fail, StoredStepUpConfig, toResponse, validateStepUpConfig, type StepUpConfig } from "./config.js";
 import { decide } from "./decide.js";
 import type { DelegationClient } from "./delegation.js";
 import type { Decision, IdentifierType } from "./rules.js";
@@ -38,7 +38,7 @@ export interface StepUpDeps {
   codes: CodeSender;
   delegation: DelegationClient;
   /** Checks jwks_url and hook URLs: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
-  outbound: Pick<OutboundGuard, "checkUrl">;
+  outbound: Pick<OutboundGuard, "refusal">;
   events: AppEventSink;
 }
 
@@ -85,11 +85,13 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     async createStepUpConfig(req, ctx) {
       const app = await deps.apps.authenticate(req.appId, ctx);
       const validated = validateStepUpConfig(req, await deps.apps.scopes(app.appId));
-      if (validated.jwksUrl !== "") await deps.outbound.checkUrl(validated.jwksUrl, "jwks_url");
-      for (const [i, entry] of validated.entries.entries()) {
-        if (entry.mode === "delegated") {
-          await deps.outbound.checkUrl(entry.url, `allowed_scopes[${i}].delegated.url`);
-        }
+      const urls: [string, string][] = validated.entries.flatMap((e, i): [string, string][] =>
+        e.mode === "delegated" ? [[`allowed_scopes[${i}].delegated.url`, e.url]] : [],
+      );
+      if (validated.jwksUrl !== "") urls.unshift(["jwks_url", validated.jwksUrl]);
+      for (const [field, url] of urls) {
+        const refusal = await deps.outbound.refusal(url);
+        if (refusal !== undefined) fail(field, refusal);
       }
       await deps.redis.set(configKey(app.appId), JSON.stringify(validated));
       ctx.setHeader(HTTP_STATUS_MARKER, "201");
