@@ -325,6 +325,14 @@ function print(value: unknown): void {
   process.stdout.write(JSON.stringify(value) + "\n");
 }
 
+// Subcommands made with `new Command()` do not inherit these: every command exits 2 on bad input.
+(function quiet(cmd: Command): void {
+  for (const sub of cmd.commands) {
+    sub.exitOverride().configureOutput({ outputError: () => undefined });
+    quiet(sub);
+  }
+})(program);
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {

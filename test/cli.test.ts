@@ -108,6 +108,9 @@ describe("ringfence CLI", function () {
     await usage(["accounts", "show", "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10"], "no account");
     await usage(["accounts", "credit", "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10", "1"], "no account");
     await usage(["nonsense"], "nonsense");
+    await usage(["apps", "create"], "--name");
+    await usage(["apps", "show"], "app_id");
+    await usage(["users", "create"], "--app");
     expect(await ownKeys()).to.equal(before);
   });
 

@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { quote, RingfenceError } from "../errors.js";
 import { noStore, type CallContext } from "../rpc/binding.js";
 import type { ClientStore } from "./clients.js";
@@ -108,7 +108,12 @@ export class AuthFailures {
     return [
       clientId === undefined
         ? []
-        : [{ key: this.keys.key("rl", `client:${clientId}`, "token-failures"), rule: this.rules.perClient }],
+        : [
+            {
+              key: this.keys.key("rl", `client:${digest(clientId)}`, "token-failures"),
+              rule: this.rules.perClient,
+            },
+          ],
       address === undefined
         ? []
         : [{ key: this.keys.key("rl", `ip:${address}`, "token-failures"), rule: this.rules.perAddress }],
@@ -168,4 +173,9 @@ function readScope(scope: string | undefined): string[] {
     throw new RingfenceError("invalid_scope", "scope must be scope tokens separated by single spaces");
   }
   return [...new Set(scope.split(" "))];
+}
+
+/** A caller-chosen id as a key part: fixed length, and no brace can move the hash tag. */
+function digest(id: string): string {
+  return createHash("sha256").update(id).digest("base64url");
 }
