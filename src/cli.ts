@@ -44,7 +44,12 @@ program
     for (const signal of ["SIGTERM", "SIGINT"] as const) {
       process.once(signal, () => {
         log.info(`${signal} received: draining`);
-        void app.stop().then(() => process.exit(0));
+        // The grace period bounds everything up to the exit; past it, exit 1 says calls were cut.
+        setTimeout(() => {
+          log.error("shutdown did not finish within SHUTDOWN_GRACE_MS: exiting");
+          process.exit(1);
+        }, config.SHUTDOWN_GRACE_MS).unref();
+        void app.stop().then((clean) => process.exit(clean ? 0 : 1));
       });
     }
   });
