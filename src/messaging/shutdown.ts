@@ -26,16 +26,17 @@ export class ShutdownGate {
 }
 
 /** The same provider, whose `send` first asks the gate; undefined gate: unchanged. */
-export function gateSends<M, R, P extends { send(msg: M): Promise<R> }>(
+export function gateSends<P extends { send(msg: never): Promise<unknown> }>(
   provider: P,
   timeoutMs: number,
   gate: ShutdownGate | undefined,
 ): P {
   if (gate === undefined) return provider;
   const send = provider.send.bind(provider);
-  provider.send = async (msg: M) => {
+  const gated: P["send"] = async (msg) => {
     gate.check(timeoutMs);
     return send(msg);
   };
+  provider.send = gated;
   return provider;
 }
