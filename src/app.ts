@@ -247,7 +247,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   watchdog.start();
   // A closed socket needs no ping to know; a new one is trusted once it answers one.
   redis.on("close", () => {
-    watchdog.report(false);
+    if (!stopping) watchdog.report(false);
   });
   redis.on("ready", () => {
     void watchdog.probe();
@@ -315,7 +315,8 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       }
       // With Redis gone the queue cannot close cleanly; what it had stays in Redis for the next start.
       const closing = (async () => {
-        await delivery.outbox.close().catch((err: unknown) => {
+        // Redis not answering: a graceful close of the queue's blocking connection never ends.
+        await delivery.outbox.close(!watchdog.up || redis.status !== "ready").catch((err: unknown) => {
           log.warn("webhook outbox did not close cleanly", { error: String(err) });
         });
         await Promise.all([

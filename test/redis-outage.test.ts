@@ -269,4 +269,13 @@ describe("when Redis stops answering", function () {
       await redis.stop();
     }
   });
+
+  it("shuts down cleanly, webhook outbox included, while Redis is down", async () => {
+    const redis = await startRedis();
+    const app = await startTestApp({ REDIS_URL: redis.url, SHUTDOWN_GRACE_MS: "3000" });
+    await redis.stop();
+    await waitFor(async () => (await fetch(`${app.baseUrl}/readyz`)).status === 503, 5_000);
+    // Before: the outbox's blocking connection retried for ever and the close ran out of time.
+    expect(await app.stop(), "everything closed before the deadline").to.equal(true);
+  });
 });
