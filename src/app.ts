@@ -1,6 +1,7 @@
 import type { Server as HttpServer, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { DEV_ONLY, type Config } from "./config.js";
+import { isRedisUnavailable } from "./errors.js";
 import type { Logger } from "./log.js";
 import { Secrets } from "./crypto/secrets.js";
 import { connectRedis, createRedis, Keys, type RedisClient } from "./redis/client.js";
@@ -137,7 +138,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
   };
   d.sms.onReceipt((receipt) => {
     recordReceipt(verify, receipt).catch((err: unknown) => {
-      r.log.error("delivery receipt not recorded", {
+      r.log[isRedisUnavailable(err) ? "warn" : "error"]("delivery receipt not recorded", {
         error: err instanceof Error ? err.message : String(err),
       });
     });

@@ -4,6 +4,7 @@ import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { z } from "zod";
 import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./log.js";
+import { isRedisUnavailable } from "./errors.js";
 import { openRegistry, startApp, type Registry } from "./app.js";
 import {
   formatMoney,
@@ -41,6 +42,12 @@ program
     const config = loadConfig();
     const log = createLogger(config.LOG_LEVEL);
     const app = await startApp(config, log);
+    // A stray rejection (say a background read while Redis is away) must not take the server down.
+    process.on("unhandledRejection", (err) => {
+      log[isRedisUnavailable(err) ? "warn" : "error"]("unhandled rejection", {
+        error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+      });
+    });
     for (const signal of ["SIGTERM", "SIGINT"] as const) {
       process.once(signal, () => {
         log.info(`${signal} received: draining`);
