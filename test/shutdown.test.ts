@@ -4,7 +4,8 @@ import type { AddressInfo } from "node:net";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_service.js";
 import { startRedis, type RedisServer } from "./support/redis.js";
-import { insecure, metadata, runCli, TEST_SECRETS_KEY, unary } from "./support/app.js";
+import { Redis } from "ioredis";
+import { cliEnv, insecure, metadata, runCli, startTestApp, TEST_SECRETS_KEY, unary } from "./support/app.js";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process.js";
 
 /** An SMS provider that takes `delayMs` to accept each message, recording its reference on arrival. */
@@ -237,5 +238,48 @@ describe("graceful shutdown of ringfence serve", function () {
     expect(late.err?.code, "a new call is refused").to.equal(GrpcStatus.UNAVAILABLE);
     expect(provider.references.length).to.equal(2);
     expect((await s.exited).code).to.equal(0);
+  });
+
+  it("refuses a message not yet handed to the provider when the grace left is shorter than its timeout", async () => {
+    const app = await startTestApp({
+      REDIS_URL: redis.url,
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: provider.url,
+      SMS_HTTP_TIMEOUT_MS: "5000",
+      SHUTDOWN_GRACE_MS: "4000",
+    });
+    const made = JSON.parse((await runCli(["apps", "create", "--name", "G"], cliEnv(app.config))).stdout) as {
+      app_id: string;
+    };
+    const admin = new Redis(redis.url);
+    try {
+      // Redis holds the login for a second; meanwhile shutdown begins with 4 s of grace, less
+      // than the provider's 5 s timeout: the login must not reach the provider.
+      const sleeping = admin.call("DEBUG", "SLEEP", "1");
+      await new Promise((r) => setTimeout(r, 100));
+      const login = fetch(`${app.baseUrl}/v1/session/login/otp`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          app_id: made.app_id,
+          identifier: { type: "phone_number", value: "+33612345670" },
+        }),
+      });
+      await new Promise((r) => setTimeout(r, 200));
+      const stopped = app.stop();
+      const res = await login;
+      expect(res.status).to.equal(503);
+      expect(res.headers.get("retry-after")).to.match(/^\d+$/);
+      expect(res.headers.get("connection")).to.equal("close");
+      const body = (await res.json()) as { code: string; message: string };
+      expect(body.code).to.equal("unavailable");
+      expect(body.message).to.include("shutting down");
+      expect(provider.references).to.deep.equal([]);
+      expect(await stopped).to.equal(true);
+      await sleeping;
+    } finally {
+      admin.disconnect();
+      await app.stop();
+    }
   });
 });
