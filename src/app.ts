@@ -1,6 +1,7 @@
-import type { Server as HttpServer } from "node:http";
+import type { Server as HttpServer, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { DEV_ONLY, type Config } from "./config.js";
+import { isRedisUnavailable } from "./errors.js";
 import type { Logger } from "./log.js";
 import { Secrets } from "./crypto/secrets.js";
 import { connectRedis, createRedis, Keys, type RedisClient } from "./redis/client.js";
@@ -19,7 +20,7 @@ import { v1ServiceOptions } from "./v1/deprecation.js";
 import { VerifyServiceService } from "./gen/ringfence/verify/v1/verify_service.js";
 import { VerifyStore } from "./verify/store.js";
 import { recordReceipt, verifyHandlers, type VerifyDeps } from "./verify/service.js";
-import { createSmsProvider, type SmsProvider } from "./messaging/sms.js";
+import { createSmsProvider, ShutdownGate, type SmsProvider } from "./messaging/sms.js";
 import { WebhookOutbox } from "./webhooks/outbox.js";
 import { createBlockingRedis } from "./redis/client.js";
 import { AppStore } from "./apps/store.js";
@@ -106,11 +107,11 @@ export interface Delivery {
   outbox: WebhookOutbox;
 }
 
-export function openDelivery(r: Registry): Delivery {
+export function openDelivery(r: Registry, gate?: ShutdownGate): Delivery {
   const { config, log } = r;
   return {
-    sms: createSmsProvider(config, log),
-    email: createEmailProvider(config, log),
+    sms: createSmsProvider(config, log, gate),
+    email: createEmailProvider(config, log, gate),
     outbox: new WebhookOutbox({
       redis: r.redis,
       connection: () => createBlockingRedis(config),
@@ -145,7 +146,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
   };
   d.sms.onReceipt((receipt) => {
     recordReceipt(verify, receipt).catch((err: unknown) => {
-      r.log.error("delivery receipt not recorded", {
+      r.log[isRedisUnavailable(err) ? "warn" : "error"]("delivery receipt not recorded", {
         error: err instanceof Error ? err.message : String(err),
       });
     });
@@ -227,8 +228,11 @@ export interface RunningApp {
   /** undefined when HTTP_PORT=0 (Envoy in front instead). */
   httpPort: number | undefined;
   registry: Registry;
-  /** Stops taking calls, lets in-flight ones finish (up to SHUTDOWN_GRACE_MS), then closes Redis. */
-  stop(): Promise<void>;
+  /**
+   * Stops taking calls, lets in-flight ones finish, then closes the outbox, providers and Redis,
+   * all within SHUTDOWN_GRACE_MS. Resolves false when something had to be cut at the deadline.
+   */
+  stop(): Promise<boolean>;
 }
 
 export async function startApp(config: Config, log: Logger): Promise<RunningApp> {
@@ -240,7 +244,8 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   await preloadNumberData();
   // The first signing key exists before the first token; a wrong SECRETS_KEY fails here, not per call.
   await registry.signingKeys.current();
-  const delivery = openDelivery(registry);
+  const gate = new ShutdownGate();
+  const delivery = openDelivery(registry, gate);
   await delivery.outbox.start();
   const bindings = services(registry, delivery);
   const contract = loadContract();
@@ -257,23 +262,32 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   );
 
   const { redis } = registry;
-  const ready = async () => {
-    if (redis.status !== "ready") return false;
-    await redis.ping();
-    return true;
-  };
-  grpc.setServing("SERVING");
-  redis.on("ready", () => {
-    grpc.setServing("SERVING");
+  let stopping = false;
+  const watchdog = new RedisWatchdog(redis, log, (up) => {
+    if (!stopping) grpc.setServing(up ? "SERVING" : "NOT_SERVING");
   });
+  const ready = () => Promise.resolve(!stopping && watchdog.up);
+  grpc.setServing("SERVING");
+  watchdog.start();
+  // A closed socket needs no ping to know; a new one is trusted once it answers one.
   redis.on("close", () => {
-    grpc.setServing("NOT_SERVING");
+    if (!stopping) watchdog.report(false);
+  });
+  redis.on("ready", () => {
+    void watchdog.probe();
   });
 
   let http: HttpServer | undefined;
+  const inFlight = new Set<ServerResponse>();
   if (config.HTTP_PORT !== 0) {
     http = createGateway(bindings, { ...deps, maxBodyBytes: config.MAX_BODY_BYTES, contract, ready });
     const server = http;
+    // Runs before the gateway's handler: once shutdown began, every answer closes its connection.
+    server.prependListener("request", (_req, res: ServerResponse) => {
+      if (stopping) res.setHeader("connection", "close");
+      inFlight.add(res);
+      res.once("close", () => inFlight.delete(res));
+    });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(config.HTTP_PORT, config.HOST, () => {
@@ -284,10 +298,22 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   const httpPort = http === undefined ? undefined : (http.address() as AddressInfo).port;
   log.info("ringfence started", { grpcPort: grpc.port, httpPort, host: config.HOST });
 
-  let stopping: Promise<void> | undefined;
+  let stopped: Promise<boolean> | undefined;
   const stop = () =>
-    (stopping ??= (async () => {
+    (stopped ??= (async () => {
+      // Everything, closing steps included, fits in SHUTDOWN_GRACE_MS from here; the calls in
+      // flight get the grace less what closing the outbox, providers and Redis may need.
+      const startedMs = Date.now();
+      const deadlineMs = startedMs + config.SHUTDOWN_GRACE_MS;
+      const drainEndsMs = deadlineMs - Math.min(1_000, Math.floor(config.SHUTDOWN_GRACE_MS / 4));
+      stopping = true;
+      gate.begin(drainEndsMs);
+      watchdog.stop();
       grpc.setServing("NOT_SERVING");
+      let clean = true;
+      for (const res of inFlight) {
+        if (!res.headersSent) res.setHeader("connection", "close");
+      }
       const drained = Promise.all([
         new Promise<void>((resolve) => {
           grpc.server.tryShutdown(() => {
@@ -305,34 +331,91 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
           http.closeIdleConnections();
         }),
       ]);
-      let timer: NodeJS.Timeout | undefined;
-      const deadline = new Promise<"late">((resolve) => {
-        timer = setTimeout(() => {
-          resolve("late");
-        }, config.SHUTDOWN_GRACE_MS);
-      });
-      if ((await Promise.race([drained, deadline])) === "late") {
+      if (!(await within(drained, drainEndsMs - Date.now()))) {
         log.warn("shutdown grace period over: closing remaining calls");
+        clean = false;
         grpc.server.forceShutdown();
         http?.closeAllConnections();
       }
-      clearTimeout(timer);
       // With Redis gone the queue cannot close cleanly; what it had stays in Redis for the next start.
-      const closed = await within(delivery.outbox.close(), 3_000).catch((err: unknown) => {
-        log.warn("webhook outbox did not close cleanly", { error: String(err) });
-        return true;
-      });
-      if (!closed) log.warn("webhook outbox close timed out");
-      await delivery.sms.close().catch(() => undefined);
-      await delivery.email.close().catch(() => undefined);
-      await redis.quit().catch(() => undefined);
-      log.info("ringfence stopped");
+      const closing = (async () => {
+        // Redis not answering: a graceful close of the queue's blocking connection never ends.
+        await delivery.outbox.close(!watchdog.up || redis.status !== "ready").catch((err: unknown) => {
+          log.warn("webhook outbox did not close cleanly", { error: String(err) });
+        });
+        await Promise.all([
+          delivery.sms.close().catch(() => undefined),
+          delivery.email.close().catch(() => undefined),
+        ]);
+        await redis.quit().catch(() => undefined);
+      })();
+      if (!(await within(closing, deadlineMs - Date.now()))) {
+        log.warn("shutdown grace period over before the outbox, providers and Redis closed");
+        clean = false;
+        redis.disconnect();
+      }
+      log.info("ringfence stopped", { clean, tookMs: Date.now() - startedMs });
+      return clean;
     })());
   return { grpcPort: grpc.port, httpPort, registry, stop };
 }
 
+/**
+ * Pings Redis about every second and says whether it answers (within a second), not merely
+ * whether the socket is open: a hung (SIGSTOPped, overloaded) server keeps its socket.
+ */
+export class RedisWatchdog {
+  up = true;
+  private timer: NodeJS.Timeout | undefined;
+  private pinging = false;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly log: Logger,
+    private readonly onChange: (up: boolean) => void,
+    private readonly everyMs = 1_000,
+    private readonly timeoutMs = 1_000,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => {
+      void this.probe();
+    }, this.everyMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  async probe(): Promise<void> {
+    if (this.pinging) return;
+    this.pinging = true;
+    try {
+      const answered = await within(
+        this.redis.ping().catch(() => {
+          throw new Error("no answer");
+        }),
+        this.timeoutMs,
+      ).catch(() => false);
+      this.report(answered);
+    } finally {
+      this.pinging = false;
+    }
+  }
+
+  report(up: boolean): void {
+    if (up === this.up) return;
+    this.up = up;
+    if (up) this.log.info("redis answers again");
+    else this.log.warn("redis does not answer: not serving");
+    this.onChange(up);
+  }
+}
+
 /** Resolves true when `p` settles within `ms`, false otherwise. */
 async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  void p.catch(() => undefined);
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<false>((resolve) => {
     timer = setTimeout(() => {

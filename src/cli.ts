@@ -4,6 +4,7 @@ import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { z } from "zod";
 import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./log.js";
+import { isRedisUnavailable } from "./errors.js";
 import { openRegistry, startApp, type Registry } from "./app.js";
 import {
   formatMoney,
@@ -41,10 +42,21 @@ program
     const config = loadConfig();
     const log = createLogger(config.LOG_LEVEL);
     const app = await startApp(config, log);
+    // A stray rejection (say a background read while Redis is away) must not take the server down.
+    process.on("unhandledRejection", (err) => {
+      log[isRedisUnavailable(err) ? "warn" : "error"]("unhandled rejection", {
+        error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+      });
+    });
     for (const signal of ["SIGTERM", "SIGINT"] as const) {
       process.once(signal, () => {
         log.info(`${signal} received: draining`);
-        void app.stop().then(() => process.exit(0));
+        // The grace period bounds everything up to the exit; past it, exit 1 says calls were cut.
+        setTimeout(() => {
+          log.error("shutdown did not finish within SHUTDOWN_GRACE_MS: exiting");
+          process.exit(1);
+        }, config.SHUTDOWN_GRACE_MS).unref();
+        void app.stop().then((clean) => process.exit(clean ? 0 : 1));
       });
     }
   });

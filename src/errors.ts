@@ -186,12 +186,24 @@ export function asRingfenceError(err: unknown): RingfenceError {
   return new RingfenceError("internal_server_error", "Internal server error");
 }
 
-function isRedisUnavailable(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  return (
-    err.name === "MaxRetriesPerRequestError" ||
-    /Connection is closed|Stream isn't writeable|enableOfflineQueue|ECONNREFUSED|ClusterAllFailedError/.test(
-      err.message,
-    )
-  );
+/**
+ * Every way ioredis, its Cluster client, BullMQ or Redis itself say the server is unreachable,
+ * hung, restarting, loading or failing over. Looks through `cause` and aggregated errors too.
+ */
+const REDIS_UNAVAILABLE =
+  /Command timed out|Connection is closed|Stream isn't writeable|enableOfflineQueue|Reached the max retries|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTCONN|^LOADING|^CLUSTERDOWN|^TRYAGAIN|^MASTERDOWN|^READONLY|^BUSY |ClusterAllFailedError|Failed to refresh slots cache|None of startup nodes is available|Too many Cluster redirections|Redis is not answering|Redis is not reachable/;
+const REDIS_UNAVAILABLE_NAMES = new Set(["MaxRetriesPerRequestError", "ClusterAllFailedError"]);
+
+export function isRedisUnavailable(err: unknown, depth = 0): boolean {
+  if (!(err instanceof Error) || depth > 4) return false;
+  if (REDIS_UNAVAILABLE_NAMES.has(err.name) || REDIS_UNAVAILABLE.test(err.message)) return true;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === "string" && /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH)$/.test(code))
+    return true;
+  const nested = [
+    err.cause,
+    (err as { lastNodeError?: unknown }).lastNodeError,
+    ...(err instanceof AggregateError ? (err.errors as unknown[]) : []),
+  ];
+  return nested.some((e) => isRedisUnavailable(e, depth + 1));
 }

@@ -61,6 +61,44 @@ describe("error mapping", () => {
     expect(wire.body).to.include({ code: "internal_server_error" });
   });
 
+  const named = (name: string, message: string) => Object.assign(new Error(message), { name });
+  const outages: [string, Error][] = [
+    ["a hung server", new Error("Command timed out")],
+    [
+      "retries used up",
+      named("MaxRetriesPerRequestError", "Reached the max retries per request limit (which is 2)."),
+    ],
+    ["a closed connection", new Error("Connection is closed.")],
+    ["an unwritable stream", new Error("Stream isn't writeable and enableOfflineQueue options is false")],
+    ["a reset", Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" })],
+    ["a broken pipe", new Error("write EPIPE")],
+    ["a connect timeout", new Error("connect ETIMEDOUT")],
+    ["a loading server", new Error("LOADING Redis is loading the dataset in memory")],
+    ["a cluster down", new Error("CLUSTERDOWN The cluster is down")],
+    ["a slot migrating", new Error("TRYAGAIN Multiple keys request during rehashing of slot")],
+    [
+      "a master down",
+      new Error("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+    ],
+    ["no cluster node", named("ClusterAllFailedError", "Failed to refresh slots cache.")],
+    ["an outage as the cause", new Error("sweep failed", { cause: new Error("Command timed out") })],
+  ];
+  for (const [what, err] of outages) {
+    it(`answers ${what} with unavailable in every dialect: 503, Retry-After, gRPC UNAVAILABLE`, () => {
+      const bodies = {
+        v1: "internal_server_error",
+        session: "unavailable",
+        oauth: "temporarily_unavailable",
+      };
+      for (const [dialect, code] of Object.entries(bodies) as ["v1" | "session" | "oauth", string][]) {
+        const wire = toWire(err, dialect, DOCS);
+        expect(wire, dialect).to.deep.include({ httpStatus: 503, grpcStatus: status.UNAVAILABLE });
+        expect(wire.headers["retry-after"], dialect).to.match(/^\d+$/);
+        expect(dialect === "oauth" ? wire.body.error : wire.body.code, dialect).to.equal(code);
+      }
+    });
+  }
+
   const oauthDecided: [string, number][] = [
     ["invalid_request", 400],
     ["invalid_client", 401],

@@ -3,6 +3,7 @@ import { HttpEmailProvider } from "./email-http-provider.js";
 import { LogEmailProvider } from "./email-log-provider.js";
 import type { EmailProvider } from "./email-provider.js";
 import { SmtpEmailProvider } from "./email-smtp-provider.js";
+import { gateSends, type ShutdownGate } from "./shutdown.js";
 
 export type { EmailProvider, OutgoingEmail, SentEmail } from "./email-provider.js";
 export { isEmailAddress, isMailbox, mailboxAddress } from "./email-provider.js";
@@ -29,8 +30,26 @@ export interface EmailProviderConfig {
   SMTP_TIMEOUT_MS?: number | undefined;
 }
 
-/** The configured provider; throws an Error naming the variable when its URL is missing or wrong. */
-export function createEmailProvider(cfg: EmailProviderConfig, log: Logger): EmailProvider {
+/**
+ * The configured provider; throws an Error naming the variable when its URL is missing or wrong.
+ * With a `gate`, sends are refused (`unavailable`) once shutdown leaves less than the provider's
+ * timeout.
+ */
+export function createEmailProvider(
+  cfg: EmailProviderConfig,
+  log: Logger,
+  gate?: ShutdownGate,
+): EmailProvider {
+  const provider = openEmailProvider(cfg, log);
+  const timeoutMs = {
+    log: 0,
+    http: cfg.EMAIL_HTTP_TIMEOUT_MS ?? 5_000,
+    smtp: cfg.SMTP_TIMEOUT_MS ?? 10_000,
+  }[provider.name];
+  return gateSends(provider, timeoutMs, gate);
+}
+
+function openEmailProvider(cfg: EmailProviderConfig, log: Logger): EmailProvider {
   switch (cfg.EMAIL_PROVIDER) {
     case "log":
       return new LogEmailProvider(log);

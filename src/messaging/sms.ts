@@ -3,12 +3,14 @@ import { HttpSmsProvider } from "./http-provider.js";
 import { LogSmsProvider } from "./log-provider.js";
 import type { SmsProvider } from "./provider.js";
 import { SmppSmsProvider } from "./smpp-provider.js";
+import { gateSends, type ShutdownGate } from "./shutdown.js";
 
 export type { DeliveryReceipt, DeliveryState, OutgoingSms, SentSms, SmsProvider } from "./provider.js";
 export { DeliveryError } from "./provider.js";
 export { HttpSmsProvider } from "./http-provider.js";
 export { LogSmsProvider } from "./log-provider.js";
 export { SmppSmsProvider, parseSmppUrl, type SmppOptions } from "./smpp-provider.js";
+export { ShutdownGate } from "./shutdown.js";
 
 /** The settings of decisions section 3 that choose and reach the SMS provider. */
 export interface SmsProviderConfig {
@@ -23,8 +25,22 @@ export interface SmsProviderConfig {
   SMPP_SUBMIT_TIMEOUT_MS?: number | undefined;
 }
 
-/** The configured provider; throws an Error naming the variable when its URL is missing or wrong. */
-export function createSmsProvider(cfg: SmsProviderConfig, log: Logger): SmsProvider {
+/**
+ * The configured provider; throws an Error naming the variable when its URL is missing or wrong.
+ * With a `gate`, sends are refused (`unavailable`) once shutdown leaves less than the provider's
+ * timeout.
+ */
+export function createSmsProvider(cfg: SmsProviderConfig, log: Logger, gate?: ShutdownGate): SmsProvider {
+  const provider = openSmsProvider(cfg, log);
+  const timeoutMs = {
+    log: 0,
+    http: cfg.SMS_HTTP_TIMEOUT_MS ?? 5_000,
+    smpp: cfg.SMPP_SUBMIT_TIMEOUT_MS ?? 10_000,
+  }[provider.name];
+  return gateSends(provider, timeoutMs, gate);
+}
+
+function openSmsProvider(cfg: SmsProviderConfig, log: Logger): SmsProvider {
   switch (cfg.SMS_PROVIDER) {
     case "log":
       return new LogSmsProvider(log);

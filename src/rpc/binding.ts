@@ -1,5 +1,5 @@
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
-import { RingfenceError, toWire, type ErrorDialect, type WireError } from "../errors.js";
+import { isRedisUnavailable, RingfenceError, toWire, type ErrorDialect, type WireError } from "../errors.js";
 import type { Logger } from "../log.js";
 
 /** What a handler sees of the call, whichever transport carried it. */
@@ -112,7 +112,13 @@ export async function invoke(
     return { ok: true, response: await handler(request, ctx), headers };
   } catch (err) {
     const error = toWire(err, binding.dialectOf(method), deps.docsUrl);
-    if (!(err instanceof RingfenceError)) {
+    if (isRedisUnavailable(err)) {
+      // An outage, answered 503 and reported by the health watchdog: not a failure of this call.
+      deps.log.warn("call failed: redis unavailable", {
+        method: `${binding.serviceName}/${method}`,
+        error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+      });
+    } else if (!(err instanceof RingfenceError)) {
       deps.log.error("call failed", {
         method: `${binding.serviceName}/${method}`,
         error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),

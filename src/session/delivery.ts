@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { RingfenceError } from "../errors.js";
+import { isRedisUnavailable, RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
@@ -135,6 +135,8 @@ export class CodeSender {
         });
       }
     } catch (err) {
+      // A refusal the caller should see as it is (say "unavailable" while shutting down) stays one.
+      if (err instanceof RingfenceError || isRedisUnavailable(err)) throw err;
       log.error("code not delivered", {
         kind: id.type,
         reference,

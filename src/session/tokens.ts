@@ -1,5 +1,5 @@
 import { jwtVerify } from "jose";
-import { RingfenceError } from "../errors.js";
+import { isRedisUnavailable, RingfenceError } from "../errors.js";
 import type { CallContext } from "../rpc/binding.js";
 import { signAccessToken, type SigningKeys } from "../oauth/keys/signing-keys.js";
 import type { CachedKeySet } from "../oauth/keys/key-set.js";
@@ -64,7 +64,9 @@ export async function authenticateCaller(
       typ: "at+jwt",
       requiredClaims: ["exp", "iat", "aud"],
     }));
-  } catch {
+  } catch (err) {
+    // Reading the key set from an unreachable Redis is an outage, not a bad token.
+    if (isRedisUnavailable(err)) throw err;
     throw new RingfenceError("invalid_token", "the access token is invalid or expired", CHALLENGE);
   }
   const { sub, session_id: sessionId, app_id: appId, jti, scope, aud } = payload;

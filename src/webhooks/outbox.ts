@@ -190,19 +190,24 @@ export class WebhookOutbox {
     return kicked;
   }
 
-  /** Stops taking jobs, lets a delivery in flight finish its POST, and closes what it opened. */
-  async close(): Promise<void> {
+  /**
+   * Stops taking jobs, lets a delivery in flight finish its POST, and closes what it opened.
+   * `force` (Redis not answering): a graceful close would wait for ever on the worker's blocking
+   * connection, which retries without end; drop the connections instead. A delivery cut this way
+   * stays in Redis and is delivered after the next start.
+   */
+  async close(force = false): Promise<void> {
     this.closing = true;
     clearTimeout(this.sweepTimer);
-    await this.sweeping;
+    if (!force) await this.sweeping;
     const worker = this.worker;
     this.worker = undefined;
-    await worker?.close();
+    await worker?.close(force);
     this.closed = true;
     const queue = this.queue;
     this.queue = undefined;
-    await queue?.close();
-    await Promise.all([quit(this.workerConnection), quit(this.queueConnection)]);
+    await (force ? queue?.disconnect() : queue?.close());
+    await Promise.all([quit(this.workerConnection, force), quit(this.queueConnection, force)]);
     this.workerConnection = undefined;
     this.queueConnection = undefined;
   }
@@ -446,10 +451,10 @@ function jobIdFor(list: string, length: number): string {
 
 /** Reads (a bounded part of) the answer, so that the connection can serve the next POST. */
 
-async function quit(connection: RedisClient | undefined): Promise<void> {
+async function quit(connection: RedisClient | undefined, force = false): Promise<void> {
   if (connection === undefined) return;
   // BullMQ works on duplicates of the worker's connection, which may never have connected itself.
-  if (connection.status === "wait") {
+  if (connection.status === "wait" || force) {
     connection.disconnect();
     return;
   }

@@ -1,0 +1,281 @@
+import { expect } from "chai";
+import type { Metadata, ServiceError } from "@grpc/grpc-js";
+import { status as GrpcStatus } from "@grpc/grpc-js";
+import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_service.js";
+import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_service.js";
+import { SessionServiceClient } from "../src/gen/ringfence/session/v1/session_service.js";
+import { HealthClient } from "./support/health.js";
+import { startRedis, waitFor, type RedisServer } from "./support/redis.js";
+import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
+import { SmsReceiver } from "./support/receivers.js";
+
+const FR_MOBILE = "+33612345678";
+
+interface Answer {
+  call: string;
+  status: number;
+  retryAfter: string | null | undefined;
+  body: Record<string, unknown>;
+}
+
+/** A deployment with one account, one app and one OAuth client, and a mix of calls over REST and gRPC. */
+async function setUp(redis: RedisServer) {
+  const sms = await SmsReceiver.start();
+  const app = await startTestApp({ REDIS_URL: redis.url, SMS_PROVIDER: "http", SMS_HTTP_URL: sms.url });
+  const { account, apiKey } = await app.registry.accounts.create({
+    name: "Outage",
+    balanceMicros: 10_000_000,
+    spendingLimitMicros: 10_000_000,
+    features: [],
+    regions: [],
+  });
+  const v1 = { "customer-uuid": account.customerUuid, "x-api-key": apiKey };
+  const made = JSON.parse((await runCli(["apps", "create", "--name", "O"], cliEnv(app.config))).stdout) as {
+    app_id: string;
+    management_api_key: string;
+  };
+  const client = await post(
+    app,
+    `/v2/session/apps/${made.app_id}/oauth/clients`,
+    { client_name: "o", provider_url: "https://o.example.com", grant_types: ["client_credentials"] },
+    { authorization: `Bearer ${made.management_api_key}` },
+  );
+  expect(client.status).to.equal(201);
+  const basic = Buffer.from(`${String(client.body.client_id)}:${String(client.body.client_secret)}`).toString(
+    "base64",
+  );
+  const lookup = new LookupServiceClient(app.grpcAddress, insecure);
+  const verify = new VerifyServiceClient(app.grpcAddress, insecure);
+  const session = new SessionServiceClient(app.grpcAddress, insecure);
+  const health = new HealthClient(app.grpcAddress, insecure);
+  let n = 0;
+
+  /** One round of every call; `phone` varies so that send limits are not what answers. */
+  async function mix(): Promise<Answer[]> {
+    n += 1;
+    const phone = `+336${String(10_000_000 + n * 7919).slice(-8)}`;
+    const rest = async (
+      call: string,
+      res: Promise<{ status: number; body: Record<string, unknown>; retryAfter: string | null }>,
+    ) => {
+      const r = await res;
+      return { call, status: r.status, retryAfter: r.retryAfter, body: r.body };
+    };
+    const grpc = async (
+      call: string,
+      res: Promise<{ err: ServiceError | null; headers: Metadata | undefined }>,
+    ): Promise<Answer> => {
+      const { err } = await res;
+      const code = err?.code ?? GrpcStatus.OK;
+      // Read as HTTP would: UNAVAILABLE 503, INTERNAL/UNKNOWN 500, any other refusal a 4xx.
+      const status =
+        code === GrpcStatus.OK
+          ? 200
+          : code === GrpcStatus.UNAVAILABLE
+            ? 503
+            : code === GrpcStatus.INTERNAL || code === GrpcStatus.UNKNOWN
+              ? 500
+              : 400;
+      const retryAfter = err?.metadata.get("retry-after")[0]?.toString();
+      return { call, status, retryAfter, body: { grpcCode: code, details: err?.details } };
+    };
+    return Promise.all([
+      rest("rest lookup", get(app, `/v1/lookup/${FR_MOBILE}`, v1)),
+      rest(
+        "rest send",
+        post(app, "/v1/authentication", { customer_uuid: v1["customer-uuid"], phone_number: phone }, v1),
+      ),
+      rest(
+        "rest check",
+        post(
+          app,
+          "/v1/check",
+          {
+            customer_uuid: v1["customer-uuid"],
+            authentication_uuid: "8d3b1c56-3f8e-4c1a-9a4e-1d2c3b4a5f60",
+            check_code: "123456",
+          },
+          v1,
+        ),
+      ),
+      rest("rest token", token(app, basic)),
+      rest(
+        "rest login",
+        post(app, "/v1/session/login/otp", {
+          app_id: made.app_id,
+          identifier: { type: "phone_number", value: phone },
+        }),
+      ),
+      grpc(
+        "grpc lookup",
+        unary(lookup.lookupPhoneNumber.bind(lookup), { phoneNumber: FR_MOBILE, type: [] }, metadata(v1)),
+      ),
+      grpc(
+        "grpc check",
+        unary(
+          verify.checkAuthentication.bind(verify),
+          {
+            customerUuid: v1["customer-uuid"],
+            authenticationUuid: "8d3b1c56-3f8e-4c1a-9a4e-1d2c3b4a5f60",
+            checkCode: "123456",
+          },
+          metadata(v1),
+        ),
+      ),
+      grpc(
+        "grpc login",
+        unary(session.startOtpLogin.bind(session), {
+          appId: made.app_id,
+          identifier: { type: "phone_number", value: phone },
+        }),
+      ),
+    ]);
+  }
+
+  async function healthStatus(): Promise<string | undefined> {
+    return new Promise((resolve, reject) => {
+      health.check({ service: "" }, (err, r) => {
+        if (err) reject(err);
+        else resolve(r?.status);
+      });
+    });
+  }
+
+  async function close() {
+    for (const c of [lookup, verify, session, health]) c.close();
+    await app.stop();
+    await sms.close();
+  }
+  return { app, mix, healthStatus, close };
+}
+
+async function get(app: TestApp, path: string, headers: Record<string, string>) {
+  return answer(await fetch(`${app.baseUrl}${path}`, { headers }));
+}
+
+async function post(app: TestApp, path: string, body: unknown, headers: Record<string, string> = {}) {
+  return answer(
+    await fetch(`${app.baseUrl}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    }),
+  );
+}
+
+async function token(app: TestApp, basic: string) {
+  return answer(
+    await fetch(`${app.baseUrl}/v1/session/oauth/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", authorization: `Basic ${basic}` },
+      body: "grant_type=client_credentials",
+    }),
+  );
+}
+
+async function answer(res: Response) {
+  const text = await res.text();
+  let body: Record<string, unknown>;
+  try {
+    body = (text === "" ? {} : JSON.parse(text)) as Record<string, unknown>;
+  } catch {
+    body = { text };
+  }
+  return { status: res.status, body, retryAfter: res.headers.get("retry-after") };
+}
+
+/** Every answer is a 503 (gRPC UNAVAILABLE) with Retry-After, in the body dialect of its family. */
+function expectUnavailable(answers: Answer[]) {
+  for (const a of answers) {
+    expect(a.status, `${a.call}: ${JSON.stringify(a.body)}`).to.equal(503);
+    expect(a.retryAfter, `${a.call} Retry-After`).to.match(/^\d+$/);
+  }
+  const by = (call: string) => answers.find((a) => a.call === call)?.body;
+  expect(by("rest lookup")).to.include({ code: "internal_server_error" });
+  expect(by("rest send")).to.include({ code: "internal_server_error" });
+  expect(by("rest login")).to.include({ code: "unavailable" });
+  expect(by("rest token")).to.include({ error: "temporarily_unavailable" });
+}
+
+/** What a working service answers to the mix (the check is of an unknown authentication). */
+function expectNormal(answers: Answer[]) {
+  const by = (call: string) => answers.find((a) => a.call === call);
+  for (const call of ["rest lookup", "rest send", "rest token", "rest login", "grpc lookup", "grpc login"]) {
+    expect(by(call)?.status, `${call}: ${JSON.stringify(by(call)?.body)}`).to.equal(200);
+  }
+  for (const call of ["rest check", "grpc check"]) {
+    expect(by(call)?.status, call).to.not.be.oneOf([500, 503]);
+  }
+}
+
+async function recovered(mix: () => Promise<Answer[]>, healthStatus: () => Promise<string | undefined>) {
+  await waitFor(async () => (await healthStatus()) === "SERVING", 15_000);
+  let last: Answer[] = [];
+  await waitFor(async () => {
+    last = await mix();
+    return last.every((a) => a.status !== 503);
+  }, 15_000).catch(() => undefined);
+  expectNormal(last);
+}
+
+describe("when Redis stops answering", function () {
+  this.timeout(90_000);
+
+  it("answers every call with 503 and Retry-After while Redis is frozen, reports not serving, and recovers when it thaws", async () => {
+    const redis = await startRedis();
+    const s = await setUp(redis);
+    try {
+      expectNormal(await s.mix());
+      redis.pause();
+      // Load while frozen: several rounds at once, none may be a 500.
+      const rounds = await Promise.all([s.mix(), s.mix(), s.mix()]);
+      for (const r of rounds) expectUnavailable(r);
+      await waitFor(async () => (await s.healthStatus()) === "NOT_SERVING", 5_000);
+      expect((await fetch(`${s.app.baseUrl}/readyz`)).status).to.equal(503);
+      expectUnavailable(await s.mix());
+      redis.resume();
+      await recovered(s.mix, s.healthStatus);
+      expect((await fetch(`${s.app.baseUrl}/readyz`)).status).to.equal(200);
+    } finally {
+      redis.resume();
+      await s.close();
+      await redis.stop();
+    }
+  });
+
+  it("answers only 503s with Retry-After while Redis restarts, then recovers with its data kept", async () => {
+    const redis = await startRedis({ persistent: true });
+    const s = await setUp(redis);
+    try {
+      expectNormal(await s.mix());
+      const answers: Answer[] = [];
+      const state = { loading: true };
+      const load = (async () => {
+        while (state.loading) answers.push(...(await s.mix()));
+      })();
+      await new Promise((r) => setTimeout(r, 300));
+      await redis.restart();
+      await recovered(s.mix, s.healthStatus);
+      state.loading = false;
+      await load;
+      const failed = answers.filter((a) => a.status >= 500);
+      for (const a of failed) {
+        expect(a.status, `${a.call}: ${JSON.stringify(a.body)}`).to.equal(503);
+        expect(a.retryAfter, `${a.call} Retry-After`).to.match(/^\d+$/);
+      }
+      // The account, app and client written before the restart still work (expectNormal above).
+    } finally {
+      await s.close();
+      await redis.stop();
+    }
+  });
+
+  it("shuts down cleanly, webhook outbox included, while Redis is down", async () => {
+    const redis = await startRedis();
+    const app = await startTestApp({ REDIS_URL: redis.url, SHUTDOWN_GRACE_MS: "3000" });
+    await redis.stop();
+    await waitFor(async () => (await fetch(`${app.baseUrl}/readyz`)).status === 503, 5_000);
+    // Before: the outbox's blocking connection retried for ever and the close ran out of time.
+    expect(await app.stop(), "everything closed before the deadline").to.equal(true);
+  });
+});
