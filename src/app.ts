@@ -19,6 +19,7 @@ import { VerifyStore } from "./verify/store.js";
 import { recordReceipt, verifyHandlers, type VerifyDeps } from "./verify/service.js";
 import { createSmsProvider, type SmsProvider } from "./messaging/sms.js";
 import { WebhookOutbox } from "./webhooks/outbox.js";
+import { HoldRecovery } from "./verify/holds.js";
 import { createBlockingRedis } from "./redis/client.js";
 import { AppStore } from "./apps/store.js";
 import { ClientStore } from "./oauth/clients.js";
@@ -224,6 +225,15 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   await registry.signingKeys.current();
   const delivery = openDelivery(registry);
   await delivery.outbox.start();
+  // Charged V1 messages whose provider answer was never recorded (a crash, a timeout).
+  const holds = new HoldRecovery({
+    config,
+    store: registry.verify,
+    sms: delivery.sms,
+    secrets: registry.secrets,
+    log,
+  });
+  holds.start();
   const bindings = services(registry, delivery);
   const contract = loadContract();
   const deps = { log, docsUrl: config.DOCS_URL };
@@ -300,6 +310,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
         return true;
       });
       if (!closed) log.warn("webhook outbox close timed out");
+      await within(holds.close(), 3_000).catch(() => undefined);
       await delivery.sms.close().catch(() => undefined);
       await delivery.email.close().catch(() => undefined);
       await redis.quit().catch(() => undefined);

@@ -161,7 +161,7 @@ function isRedisUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   return (
     err.name === "MaxRetriesPerRequestError" ||
-    /Connection is closed|Stream isn't writeable|enableOfflineQueue|ECONNREFUSED|ClusterAllFailedError/.test(
+    /Command timed out|Connection is closed|Stream isn't writeable|enableOfflineQueue|ECONNREFUSED|ClusterAllFailedError/.test(
       err.message,
     )
   );
