@@ -10,6 +10,9 @@
 local a = cjson.decode(ARGV[1])
 local now = a.now
 if hold_stale(a.hold) then return {'stale', 0, 0} end
+-- A replay of this retry (ioredis re-sends unanswered commands after a reconnect), or a
+-- concurrent retry of the same attempt: charge nothing again; the hold is recovery's.
+if redis.call('EXISTS', KEYS[7]) == 1 then return {'stale', 0, 0} end
 local h = redis.call('HMGET', KEYS[3], 'status', 'validated', 'expires_at_ms', 'retries', 'next_retry_at_ms', 'code_hash')
 if not h[1] then return {'not_found', 0, 0} end
 local retries = tonumber(h[4] or '0')

@@ -11,6 +11,10 @@
 local a = cjson.decode(ARGV[1])
 local now = a.now
 if hold_stale(a.hold) then return 'stale' end
+-- A replay of a send that already ran (ioredis re-sends unanswered commands after a reconnect):
+-- answer what it decided, charge nothing again.
+local prior = redis.call('HGET', KEYS[3], 'status')
+if prior then return prior end
 
 local account = redis.call('HMGET', KEYS[1], 'status', 'balance_micros', 'spending_limit_micros')
 if not account[1] then return redis.error_reply('account_invalid') end
