@@ -42,7 +42,7 @@ class Provider {
             res.setHeader("content-type", "application/json");
             res.end(status === 200 ? JSON.stringify({ id: `p-${reference}` }) : '{"error":"refused"}');
           },
-          20 + (h % 60),
+          200 + (h % 300),
         );
       });
     });
@@ -63,10 +63,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("V1 send billing under Redis faults and crashes", function () {
   this.timeout(180_000);
-  let redis: RedisServer;
-  let provider: Provider;
-  let registry: Registry;
-  let svc: ServiceProcess;
+  // Set as they start, for the cleanup.
+  let redis: RedisServer | undefined;
+  let provider: Provider | undefined;
+  let registry: Registry | undefined;
+  let svc: ServiceProcess | undefined;
 
   after(async () => {
     await svc?.kill();
@@ -76,11 +77,11 @@ describe("V1 send billing under Redis faults and crashes", function () {
   });
 
   it("charges exactly the messages the provider accepted, with no hold left, across a pause, a restart and a SIGKILL", async () => {
-    redis = await startRedis({ persistent: true });
-    provider = await Provider.start();
-    const config = testConfig({ REDIS_URL: redis.url, SMS_PRICES: "default:0.05,FR:0.07" });
-    registry = await openRegistry(config, silentLogger);
-    const { account, apiKey } = await registry.accounts.create({
+    const server = (redis = await startRedis({ persistent: true }));
+    const sms = (provider = await Provider.start());
+    const config = testConfig({ REDIS_URL: server.url, SMS_PRICES: "default:0.05,FR:0.07" });
+    const data = (registry = await openRegistry(config, silentLogger));
+    const { account, apiKey } = await data.accounts.create({
       name: "Faults",
       balanceMicros: START_BALANCE,
       spendingLimitMicros: START_BALANCE,
@@ -92,7 +93,7 @@ describe("V1 send billing under Redis faults and crashes", function () {
       ...cliEnv(config),
       LOG_LEVEL: "warn",
       SMS_PROVIDER: "http",
-      SMS_HTTP_URL: provider.url,
+      SMS_HTTP_URL: sms.url,
       SMS_HTTP_TIMEOUT_MS: "2000",
       SMS_PRICES: "default:0.05,FR:0.07",
       SMS_HOLD_MARGIN_MS: "500",
@@ -106,8 +107,9 @@ describe("V1 send billing under Redis faults and crashes", function () {
       SPAM_DEVICE_NUMBERS: "off",
       SPAM_RANGE_BURST: "off",
     };
-    svc = await startServiceProcess(env);
-    const ports = { http: svc.httpPort, grpc: svc.grpcPort };
+    const current = (svc = await startServiceProcess(env));
+    const ports = { http: current.httpPort, grpc: current.grpcPort };
+    const { baseUrl } = current;
 
     let dead = false;
     let running = true;
@@ -115,7 +117,7 @@ describe("V1 send billing under Redis faults and crashes", function () {
     const bad: string[] = [];
     let n = 0;
     const post = async (path: string, body: unknown) => {
-      const res = await fetch(`${svc.baseUrl}${path}`, {
+      const res = await fetch(`${baseUrl}${path}`, {
         method: "POST",
         headers: { "content-type": "application/json", "x-api-key": apiKey },
         body: JSON.stringify(body),
@@ -154,15 +156,15 @@ describe("V1 send billing under Redis faults and crashes", function () {
     const loops = Promise.all([0, 1, 2, 3, 4, 5].map(loop));
 
     await sleep(1_500);
-    redis.pause();
+    server.pause();
     await sleep(3_000);
-    redis.resume();
+    server.resume();
     await sleep(1_500);
-    await redis.restart();
+    await server.restart();
     await sleep(1_500);
     dead = true;
-    svc.signal("SIGKILL");
-    await svc.exited;
+    current.signal("SIGKILL");
+    await current.exited;
     svc = await startServiceProcess(env, ports);
     dead = false;
     await sleep(1_500);
@@ -172,8 +174,8 @@ describe("V1 send billing under Redis faults and crashes", function () {
     // Recovery settles every hold: past its deadline (about 4 s), each instance re-sends it.
     const holdsLeft = async () => {
       let left = 0;
-      for (const c of await registry.verify.holdCustomers()) {
-        left += await registry.redis.zcard(registry.verify.holdsKey(c));
+      for (const c of await data.verify.holdCustomers()) {
+        left += await data.redis.zcard(data.verify.holdsKey(c));
       }
       return left;
     };
@@ -181,10 +183,10 @@ describe("V1 send billing under Redis faults and crashes", function () {
 
     expect(bad).to.deep.equal([]);
     expect(seen.filter((s) => s === "200").length).to.be.greaterThan(10);
-    expect(provider.refusals).to.be.greaterThan(0);
+    expect(sms.refusals).to.be.greaterThan(0);
     const price = config.SMS_PRICES.FR ?? Number.NaN;
-    const balance = (await registry.accounts.get(account.customerUuid))?.balanceMicros;
-    expect(balance).to.equal(START_BALANCE - provider.accepted.size * price);
+    const balance = (await data.accounts.get(account.customerUuid))?.balanceMicros;
+    expect(balance).to.equal(START_BALANCE - sms.accepted.size * price);
     expect(await holdsLeft()).to.equal(0);
   });
 });
