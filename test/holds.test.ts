@@ -58,10 +58,10 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
   const holdsLeft = () => app.registry.redis.zcard(app.registry.verify.holdsKey(customer));
 
   /** Reserves one send the way createAuthentication does, with the given timing of its hold. */
-  async function reserve(opts: { issuedAt?: number; deadline?: number } = {}) {
+  async function reserve(opts: { issuedAt?: number; deadline?: number; auth?: string; phone?: string } = {}) {
     const store = app.registry.verify;
-    const auth = randomUUID();
-    const phone = `+33${(nextNumber += 1000)}`;
+    const auth = opts.auth ?? randomUUID();
+    const phone = opts.phone ?? `+33${(nextNumber += 1000)}`;
     const now = Date.now();
     const place: SendPlace = {
       customer,
@@ -108,6 +108,14 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     });
     return { status, place, message, hold: store.holdOf(place, message.reference, "send") };
   }
+
+  it("charges a reserve that ioredis replays after a reconnect only once", async () => {
+    const first = await reserve();
+    const replay = await reserve({ auth: first.place.auth, phone: first.place.phone });
+    expect([first.status, replay.status]).to.deep.equal(["pending", "pending"]);
+    expect(await balance()).to.equal(10_000_000 - PRICE);
+    expect(await holdsLeft()).to.equal(1);
+  });
 
   it("does nothing and answers stale when Redis runs a reserve later than its caller waits", async () => {
     const { status, place } = await reserve({ issuedAt: Date.now() - STALE_AFTER_MS - 1_000 });
