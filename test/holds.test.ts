@@ -1,4 +1,7 @@
 import { randomUUID } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { waitFor } from "./support/redis.js";
 import { expect } from "chai";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { SmsReceiver, type SmsMessage } from "./support/receivers.js";
@@ -187,5 +190,68 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     await recovery.sweep();
     expect(sms.messages.length).to.equal(before);
     expect(await holdsLeft()).to.equal(1);
+  });
+});
+
+describe("V1 send whose provider does not answer in time", () => {
+  let app: TestApp;
+  let server: Server;
+  let url = "";
+  const accepted = new Map<string, number>();
+
+  before(async function () {
+    this.timeout(30_000);
+    // Accepts every message, but answers the first POST of a reference too late.
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const { reference } = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { reference: string };
+        const seen = accepted.get(reference) ?? 0;
+        accepted.set(reference, seen + 1);
+        setTimeout(() => res.end("{}"), seen === 0 ? 1_000 : 0);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/sms`;
+    app = await startTestApp({
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: url,
+      SMS_HTTP_TIMEOUT_MS: "300",
+      SMS_HOLD_MARGIN_MS: "100",
+      SMS_HOLD_RECOVERY_INTERVAL_MS: "300",
+    });
+  });
+
+  after(async () => {
+    await app.stop();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it("answers 503 with Retry-After, then recovery re-sends the same reference and keeps the charge", async function () {
+    this.timeout(20_000);
+    const { account, apiKey } = await app.registry.accounts.create({
+      name: "Slow provider",
+      balanceMicros: 10_000_000,
+      spendingLimitMicros: 1_000_000_000,
+      features: [],
+      regions: [],
+      senderIds: [],
+    });
+    const res = await fetch(`${app.baseUrl}/v1/authentication`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": apiKey },
+      body: JSON.stringify({ customer_uuid: account.customerUuid, phone_number: "+33699000111" }),
+    });
+    expect(res.status).to.equal(503);
+    expect(res.headers.get("retry-after")).to.equal("5");
+    const holds = app.registry.verify.holdsKey(account.customerUuid);
+    expect(await app.registry.redis.zcard(holds)).to.equal(1);
+    await waitFor(async () => (await app.registry.redis.zcard(holds)) === 0, 15_000);
+    expect([...accepted.values()]).to.deep.equal([2]);
+    expect((await app.registry.accounts.get(account.customerUuid))?.balanceMicros).to.equal(
+      10_000_000 - PRICE,
+    );
   });
 });
