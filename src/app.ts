@@ -22,6 +22,7 @@ import { VerifyStore } from "./verify/store.js";
 import { recordReceipt, verifyHandlers, type VerifyDeps } from "./verify/service.js";
 import { createSmsProvider, ShutdownGate, type SmsProvider } from "./messaging/sms.js";
 import { WebhookOutbox } from "./webhooks/outbox.js";
+import { HoldRecovery } from "./verify/holds.js";
 import { createBlockingRedis } from "./redis/client.js";
 import { AppStore } from "./apps/store.js";
 import { ClientStore } from "./oauth/clients.js";
@@ -247,6 +248,15 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   const gate = new ShutdownGate();
   const delivery = openDelivery(registry, gate);
   await delivery.outbox.start();
+  // Charged V1 messages whose provider answer was never recorded (a crash, a timeout).
+  const holds = new HoldRecovery({
+    config,
+    store: registry.verify,
+    sms: delivery.sms,
+    secrets: registry.secrets,
+    log,
+  });
+  holds.start();
   const bindings = services(registry, delivery);
   const contract = loadContract();
   const deps = { log, docsUrl: config.DOCS_URL };
@@ -339,6 +349,8 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       }
       // With Redis gone the queue cannot close cleanly; what it had stays in Redis for the next start.
       const closing = (async () => {
+        // Settlements of held charges that Redis did not take yet are retried until now.
+        await holds.close().catch(() => undefined);
         // Redis not answering: a graceful close of the queue's blocking connection never ends.
         await delivery.outbox.close(!watchdog.up || redis.status !== "ready").catch((err: unknown) => {
           log.warn("webhook outbox did not close cleanly", { error: String(err) });

@@ -21,6 +21,8 @@ describe("configuration", () => {
       OTP_MAX_CHECKS: 5,
       OTP_MAX_RETRIES: 3,
       OTP_RETRY_INTERVAL_SECONDS: 30,
+      SMS_HOLD_MARGIN_MS: 30_000,
+      SMS_HOLD_RECOVERY_INTERVAL_MS: 30_000,
     });
     expect(c.RATE_LIMIT_NUMBER).to.deep.equal({ limit: 5, windowSeconds: 600 });
     expect(c.SPAM_LINE_TYPES).to.deep.equal(["PremiumRate", "SharedCost"]);
@@ -44,6 +46,8 @@ describe("configuration", () => {
     ["SMS_PROVIDER", "carrier-pigeon"],
     ["SMPP_URL", "http://x"],
     ["SMS_PRICES", "FR=0.07"],
+    ["SMS_HOLD_MARGIN_MS", "10"],
+    ["SMS_HOLD_RECOVERY_INTERVAL_MS", "soon"],
     ["OTP_LENGTH", "3"],
     ["RATE_LIMIT_NUMBER", "5 per 600"],
     ["SPAM_LINE_TYPES", "PremiumRate,Cellular"],

@@ -9,10 +9,13 @@ export type RedisClient = Redis | Cluster;
  * Fails commands fast while Redis is out of reach (callers get 503), instead of queueing them
  * for ever; reconnects in the background.
  */
+/** How long a caller waits for a command's answer; scripts that charge refuse to run later. */
+export const COMMAND_TIMEOUT_MS = 2_000;
+
 const COMMON: RedisOptions = {
   maxRetriesPerRequest: 2,
   connectTimeout: 2_000,
-  commandTimeout: 2_000,
+  commandTimeout: COMMAND_TIMEOUT_MS,
   lazyConnect: true,
 };
 

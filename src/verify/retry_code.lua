@@ -1,12 +1,18 @@
 -- Decides and records a retry atomically: the retry rules, the per-number and per-account
 -- windows, billing, and the new code replacing the old one.
--- KEYS: 1 account, 2 month spend, 3 auth, 4 per-number window, 5 per-account window
--- ARGV[1]: JSON {now, codeHash, maxRetries, retryIntervalMs, price, member, limits}.
--- window.lua is prepended (window_full, window_record).
--- Returns {status, retries, next_retry_at_ms}, or an error reply negative_balance |
--- spending_limit_exceeded | suspended_account.
+-- KEYS: 1 account, 2 month spend, 3 auth, 4 per-number window, 5 per-account window,
+--       6 the customer's holds, 7 this retry's hold
+-- ARGV[1]: JSON {now, codeHash, maxRetries, retryIntervalMs, price, member, limits, hold}.
+-- window.lua and hold.lua are prepended.
+-- Returns {status, retries, next_retry_at_ms} (status `stale`: run too late to answer the
+-- caller, nothing done), or an error reply negative_balance | spending_limit_exceeded |
+-- suspended_account.
 local a = cjson.decode(ARGV[1])
 local now = a.now
+if hold_stale(a.hold) then return {'stale', 0, 0} end
+-- A replay of this retry (ioredis re-sends unanswered commands after a reconnect), or a
+-- concurrent retry of the same attempt: charge nothing again; the hold is recovery's.
+if redis.call('EXISTS', KEYS[7]) == 1 then return {'stale', 0, 0} end
 local h = redis.call('HMGET', KEYS[3], 'status', 'validated', 'expires_at_ms', 'retries', 'next_retry_at_ms', 'code_hash')
 if not h[1] then return {'not_found', 0, 0} end
 local retries = tonumber(h[4] or '0')
@@ -32,6 +38,7 @@ redis.call('INCRBY', KEYS[2], a.price)
 redis.call('EXPIRE', KEYS[2], 40 * 86400)
 window_record(KEYS[4], a.limits.number, now, a.member)
 window_record(KEYS[5], a.limits.account, now, a.member)
+hold_record(KEYS[6], KEYS[7], a.hold, a.price, a.member, 'retry')
 
 local next_retry = now + a.retryIntervalMs
 redis.call('HSET', KEYS[3], 'code_hash', a.codeHash, 'prev_code_hash', h[6],

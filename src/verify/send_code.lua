@@ -2,12 +2,19 @@
 -- the authentication itself and its first event. All keys share the customer's hash tag.
 -- KEYS: 1 account, 2 month spend, 3 auth, 4 events, 5 hook, 6 webhook pending set,
 --       7 per-number window, 8 per-IP window, 9 per-device window, 10 per-account window,
---       11 numbers per IP, 12 numbers per device, 13 sends into the number's range
--- ARGV[1]: JSON, see store.ts (SendArgs). window.lua is prepended (window_full, window_record).
--- Returns the status (pending | rate_limited | spam_detected), or an error reply
+--       11 numbers per IP, 12 numbers per device, 13 sends into the number's range,
+--       14 the customer's holds (sorted set by deadline), 15 this send's hold
+-- ARGV[1]: JSON, see store.ts (SendArgs). window.lua and hold.lua are prepended.
+-- Returns the status (pending | rate_limited | spam_detected), `stale` when run too late to
+-- answer the caller (nothing done), or an error reply
 -- negative_balance | spending_limit_exceeded | suspended_account.
 local a = cjson.decode(ARGV[1])
 local now = a.now
+if hold_stale(a.hold) then return 'stale' end
+-- A replay of a send that already ran (ioredis re-sends unanswered commands after a reconnect):
+-- answer what it decided, charge nothing again.
+local prior = redis.call('HGET', KEYS[3], 'status')
+if prior then return prior end
 
 local account = redis.call('HMGET', KEYS[1], 'status', 'balance_micros', 'spending_limit_micros')
 if not account[1] then return redis.error_reply('account_invalid') end
@@ -56,6 +63,7 @@ if status == 'pending' then
   if a.hasIp then record(KEYS[11], a.spam.ipNumbers, a.phone) end
   if a.hasDevice then record(KEYS[12], a.spam.deviceNumbers, a.phone) end
   record(KEYS[13], a.spam.range, a.member)
+  hold_record(KEYS[14], KEYS[15], a.hold, a.price, a.member, 'send')
 end
 
 local fields = a.fields

@@ -17,7 +17,9 @@ import { isStaticSpam } from "../lookup/spam.js";
 import { isAppRealm, isBcp47, renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
 import { CreateAuthenticationInput, FEEDBACK_STATUSES, type Envelope, type EventType } from "./model.js";
-import type { SendPlace, StoredAuthentication, VerifyStore } from "./store.js";
+import type { OutgoingSms } from "../messaging/provider.js";
+import type { Hold, SendPlace, StoredAuthentication, VerifyStore } from "./store.js";
+import { holdSpanMs, outcomeUnknown, settleHold, STALE_AFTER_MS, unavailable } from "./holds.js";
 
 export interface VerifyDeps {
   config: Config;
@@ -62,26 +64,59 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
     return parsed;
   }
 
-  /** Sends one message; on refusal undoes the charge and the windows, and fails the call. */
-  async function deliver(
-    place: SendPlace,
-    undo: { price: number; member: string; kind: "send" | "retry" },
-    sms: Parameters<SmsProvider["send"]>[0],
-    attempt: number,
-  ): Promise<void> {
+  const owner = randomUUID();
+  /** The hold arguments of a send or retry issued now, its message sealed (it holds the code). */
+  function holdArgs(sms: OutgoingSms) {
+    const issuedAt = Date.now();
+    return {
+      id: sms.reference,
+      issuedAt,
+      staleMs: STALE_AFTER_MS,
+      deadline: issuedAt + holdSpanMs(config),
+      sealed: deps.secrets.encrypt(JSON.stringify(sms)),
+      owner,
+    };
+  }
+
+  /**
+   * Sends one held message. Accepted: the hold is committed (the charge stands; in the
+   * background if Redis does not answer) and the call succeeds. Refused: the hold is released
+   * (refund, windows freed) and the call fails. No answer: the hold stays for the recovery,
+   * which re-sends with the same reference and charges by the answer; the caller gets 503.
+   */
+  async function deliver(hold: Hold, sms: OutgoingSms, attempt: number): Promise<void> {
     let providerId: string;
     try {
       ({ providerId } = await deps.sms.send(sms));
     } catch (err) {
-      await store.release(place, undo);
-      deps.log.error("sms not accepted", {
-        provider: deps.sms.name,
-        reference: sms.reference,
-        error: err instanceof Error ? err.message : String(err),
-      });
+      const error = err instanceof Error ? err.message : String(err);
+      if (outcomeUnknown(err)) {
+        deps.log.warn("sms outcome unknown; held for recovery", { reference: sms.reference, error });
+        throw unavailable("the provider did not answer; the message is charged only if it was accepted");
+      }
+      await settleHold(store, deps.log, hold, "release");
+      deps.log.error("sms not accepted", { provider: deps.sms.name, reference: sms.reference, error });
+      if (err instanceof RingfenceError) throw err;
       throw new RingfenceError("internal_server_error", "the message could not be sent; nothing was charged");
     }
-    await store.rememberMessage(providerId, { customer: place.customer, auth: place.auth, attempt });
+    await settleHold(store, deps.log, hold, "commit");
+    await store
+      .rememberMessage(providerId, { customer: hold.customer, auth: hold.id.split(".")[0] ?? "", attempt })
+      .catch((err: unknown) => {
+        deps.log.warn("message id not remembered", { error: String(err) });
+      });
+  }
+
+  /** Records an event after the message went out; a failure must not fail the call. */
+  async function afterSent(customerUuid: string, authUuid: string, event: Envelope): Promise<boolean> {
+    try {
+      return (await store.appendEvent(customerUuid, authUuid, event)).hooked;
+    } catch (err) {
+      deps.log.warn("attempt event not recorded", {
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return false;
+    }
   }
 
   return {
@@ -130,68 +165,75 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       const place = sendPlace(account.customerUuid, authUuid, phone, input.ip, input.deviceId, config, t);
       const price = priceFor(phone.countryCode);
       const member = `${authUuid}:1`;
+      const sms = {
+        to: phone.e164,
+        from,
+        body: message.body,
+        locale: message.locale,
+        reference: `${authUuid}.1`,
+      };
 
-      const status = await store.send(place, {
-        now: t,
-        phone: phone.e164,
-        member,
-        staticSpam,
-        hasIp: input.ip !== "",
-        hasDevice: input.deviceId !== "",
-        price,
-        codeHash: hashCode(authUuid, code),
-        retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
-        keepUntil: expiresMs + RETENTION_MS,
-        limits: {
-          number: config.RATE_LIMIT_NUMBER,
-          ip: config.RATE_LIMIT_IP,
-          device: config.RATE_LIMIT_DEVICE,
-          account: config.RATE_LIMIT_ACCOUNT,
+      await store.indexHolds(account.customerUuid);
+      const status = await store.send(
+        place,
+        {
+          now: t,
+          phone: phone.e164,
+          member,
+          staticSpam,
+          hasIp: input.ip !== "",
+          hasDevice: input.deviceId !== "",
+          price,
+          codeHash: hashCode(authUuid, code),
+          retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
+          keepUntil: expiresMs + RETENTION_MS,
+          limits: {
+            number: config.RATE_LIMIT_NUMBER,
+            ip: config.RATE_LIMIT_IP,
+            device: config.RATE_LIMIT_DEVICE,
+            account: config.RATE_LIMIT_ACCOUNT,
+          },
+          spam: {
+            ipNumbers: config.SPAM_IP_NUMBERS,
+            deviceNumbers: config.SPAM_DEVICE_NUMBERS,
+            range: config.SPAM_RANGE_BURST,
+          },
+          fields: {
+            customer_uuid: account.customerUuid,
+            phone_number: phone.e164,
+            country_code: phone.countryCode,
+            created_at: createdAt,
+            expires_at: expiresAt,
+            expires_at_ms: String(expiresMs),
+            checks: "0",
+            retries: "0",
+            attempts: "0",
+            validated: "0",
+            correlation_id: correlationId,
+            locale: message.locale,
+            template_id: message.templateId,
+            from,
+            app_realm: input.appRealm,
+            callback_url: input.callbackUrl,
+          },
+          events: {
+            pending: authEvent("pending"),
+            rate_limited: authEvent("rate_limited"),
+            spam_detected: authEvent("spam_detected"),
+          },
+          hook:
+            input.callbackUrl === ""
+              ? null
+              : { url: input.callbackUrl, secretRef: `account:${account.customerUuid}` },
         },
-        spam: {
-          ipNumbers: config.SPAM_IP_NUMBERS,
-          deviceNumbers: config.SPAM_DEVICE_NUMBERS,
-          range: config.SPAM_RANGE_BURST,
-        },
-        fields: {
-          customer_uuid: account.customerUuid,
-          phone_number: phone.e164,
-          country_code: phone.countryCode,
-          created_at: createdAt,
-          expires_at: expiresAt,
-          expires_at_ms: String(expiresMs),
-          checks: "0",
-          retries: "0",
-          attempts: "0",
-          validated: "0",
-          correlation_id: correlationId,
-          locale: message.locale,
-          template_id: message.templateId,
-          from,
-          app_realm: input.appRealm,
-          callback_url: input.callbackUrl,
-        },
-        events: {
-          pending: authEvent("pending"),
-          rate_limited: authEvent("rate_limited"),
-          spam_detected: authEvent("spam_detected"),
-        },
-        hook:
-          input.callbackUrl === ""
-            ? null
-            : { url: input.callbackUrl, secretRef: `account:${account.customerUuid}` },
-      });
+        holdArgs(sms),
+      );
+      if (status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
 
       const keys = store.authKeys(account.customerUuid, authUuid);
       if (status === "pending") {
-        const reference = `${authUuid}.1`;
-        await deliver(
-          place,
-          { price, member, kind: "send" },
-          { to: phone.e164, from, body: message.body, locale: message.locale, reference },
-          1,
-        );
-        await store.appendEvent(
+        await deliver(store.holdOf(place, sms.reference, "send"), sms, 1);
+        await afterSent(
           account.customerUuid,
           authUuid,
           envelope("attempt", new Date(now()).toISOString(), correlationId, {
@@ -255,25 +297,33 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       const member = `${authUuid}:${attempt}`;
       const price = priceFor(phone.countryCode);
       const place = sendPlace(account.customerUuid, authUuid, phone, "", "", config, t);
-      const r = await store.retry(place, {
-        now: t,
-        codeHash: hashCode(authUuid, code),
-        maxRetries: config.OTP_MAX_RETRIES,
-        retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
-        price,
-        member,
-        limits: { number: config.RATE_LIMIT_NUMBER, account: config.RATE_LIMIT_ACCOUNT },
-      });
+      const sms = {
+        to: phone.e164,
+        from: auth.from,
+        body: message.body,
+        locale: message.locale,
+        reference: `${authUuid}.${attempt}`,
+      };
+      await store.indexHolds(account.customerUuid);
+      const r = await store.retry(
+        place,
+        {
+          now: t,
+          codeHash: hashCode(authUuid, code),
+          maxRetries: config.OTP_MAX_RETRIES,
+          retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
+          price,
+          member,
+          limits: { number: config.RATE_LIMIT_NUMBER, account: config.RATE_LIMIT_ACCOUNT },
+        },
+        holdArgs(sms),
+      );
       if (r.status === "not_found") throw unknownAuthentication();
+      if (r.status === "stale")
+        throw unavailable("the service is temporarily unavailable, try again shortly");
       if (r.status === "approved") {
-        const reference = `${authUuid}.${attempt}`;
-        await deliver(
-          place,
-          { price, member, kind: "retry" },
-          { to: phone.e164, from: auth.from, body: message.body, locale: message.locale, reference },
-          attempt,
-        );
-        const { hooked } = await store.appendEvent(
+        await deliver(store.holdOf(place, sms.reference, "retry"), sms, attempt);
+        const hooked = await afterSent(
           account.customerUuid,
           authUuid,
           envelope("attempt", new Date(now()).toISOString(), auth.correlationId, {

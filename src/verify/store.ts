@@ -5,12 +5,40 @@ import { outboxKeys } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
 import { checkCode, WINDOW_LIBRARY, type CheckStatus } from "../otp/code.js";
 
+const HOLD_LIBRARY = new URL("./hold.lua", import.meta.url);
 const script = (name: string) =>
-  LuaScript.withLibraries(new URL(`./${name}.lua`, import.meta.url), WINDOW_LIBRARY);
+  LuaScript.withLibraries(new URL(`./${name}.lua`, import.meta.url), WINDOW_LIBRARY, HOLD_LIBRARY);
 const sendCode = script("send_code");
 const retryCode = script("retry_code");
-const releaseSend = script("release_send");
+const resolveHold = script("resolve_hold");
+const claimHold = script("claim_hold");
 const appendEvent = script("append_event");
+
+/**
+ * What the send and retry scripts need to record a hold: the charge of a message whose
+ * provider answer is not recorded yet. `issuedAt` + `staleMs` bound when the script may still
+ * act (later, the caller has been told 503); `deadline` is when recovery may take it over.
+ */
+export interface HoldArgs {
+  issuedAt: number;
+  staleMs: number;
+  deadline: number;
+  /** The outgoing message (`OutgoingSms` as JSON) sealed with Secrets: it holds the code. */
+  sealed: string;
+  /** The instance that sends it (for the logs of a recovery). */
+  owner: string;
+}
+
+/** A recorded hold, enough to commit or release it without the request that made it. */
+export interface Hold {
+  customer: string;
+  id: string;
+  /** The keys resolve_hold.lua needs after the two hold keys (account, spend, auth, ..., windows). */
+  release: string[];
+  sealed: string;
+  owner: string;
+  kind: "send" | "retry";
+}
 
 export interface Window {
   limit: number;
@@ -107,12 +135,97 @@ export class VerifyStore {
     };
   }
 
-  async send(place: SendPlace, args: SendArgs): Promise<"pending" | "rate_limited" | "spam_detected"> {
+  /** The index of customers that may have holds: one well-known key, outside any customer's slot. */
+  holdIndexKey(): string {
+    return this.keys.key("holds", "index");
+  }
+
+  holdsKey(customer: string): string {
+    return this.keys.key("holds", customer);
+  }
+
+  holdKey(customer: string, id: string): string {
+    return this.keys.key("hold", customer, id);
+  }
+
+  /** Customers listed in the hold index (some may have no hold left). */
+  async holdCustomers(): Promise<string[]> {
+    return this.redis.smembers(this.holdIndexKey());
+  }
+
+  /** True once the Redis connection is closed for good (the service is stopping). */
+  closed(): boolean {
+    return this.redis.status === "end";
+  }
+
+  /** Lists the customer in the hold index; called before a reserve so a crash cannot lose a hold. */
+  async indexHolds(customer: string): Promise<void> {
+    await this.redis.sadd(this.holdIndexKey(), customer);
+  }
+
+  /** The hold of a send (`kind` send) or retry at `place`, for commit or release by its owner. */
+  holdOf(place: SendPlace, id: string, kind: "send" | "retry", sealed = "", owner = ""): Hold {
+    return { customer: place.customer, id, release: this.releaseKeys(place, kind), sealed, owner, kind };
+  }
+
+  private releaseKeys(place: SendPlace, kind: "send" | "retry"): string[] {
+    const k = this.placeKeys(place);
+    const windows =
+      kind === "send" ? [k.number, k.ip, k.device, k.accountWindow, k.range] : [k.number, k.accountWindow];
+    return [k.account, k.spend, k.auth, k.events, k.hook, k.pending, ...windows];
+  }
+
+  /**
+   * Charges and records a send, with its hold (`holdId`). `stale`: Redis ran it too late,
+   * nothing was done.
+   */
+  async send(
+    place: SendPlace,
+    args: SendArgs,
+    hold: HoldArgs & { id: string },
+  ): Promise<"pending" | "rate_limited" | "spam_detected" | "stale"> {
     const k = this.placeKeys(place);
     const keys = [k.account, k.spend, k.auth, k.events, k.hook, k.pending, k.number, k.ip, k.device];
     keys.push(k.accountWindow, k.ipNumbers, k.deviceNumbers, k.range);
-    const status = await scriptCall(sendCode, this.redis, keys, args);
-    return status as "pending" | "rate_limited" | "spam_detected";
+    keys.push(this.holdsKey(place.customer), this.holdKey(place.customer, hold.id));
+    const release = JSON.stringify(this.releaseKeys(place, "send"));
+    const status = await scriptCall(sendCode, this.redis, keys, { ...args, hold: { ...hold, release } });
+    return status as "pending" | "rate_limited" | "spam_detected" | "stale";
+  }
+
+  /** Resolves a hold; true when this call did, false when it was already resolved. */
+  async resolveHold(hold: Hold, outcome: "commit" | "release"): Promise<boolean> {
+    const keys = [this.holdsKey(hold.customer), this.holdKey(hold.customer, hold.id), ...hold.release];
+    return Number(await resolveHold.run(this.redis, keys, [hold.id, outcome])) === 1;
+  }
+
+  /** Ids of the customer's holds whose deadline has passed (at most `limit`). */
+  async dueHolds(customer: string, now: number, limit: number): Promise<string[]> {
+    return this.redis.zrangebyscore(this.holdsKey(customer), "-inf", now, "LIMIT", 0, limit);
+  }
+
+  /** Drops a customer from the hold index when it has no hold left (lazy cleaning). */
+  async unindexIfEmpty(customer: string): Promise<void> {
+    if ((await this.redis.zcard(this.holdsKey(customer))) === 0) {
+      await this.redis.srem(this.holdIndexKey(), customer);
+    }
+  }
+
+  /** Takes a due hold for recovery, moving its deadline to `until`; undefined when not due. */
+  async claimHold(customer: string, id: string, now: number, until: number): Promise<Hold | undefined> {
+    const keys = [this.holdsKey(customer), this.holdKey(customer, id)];
+    const flat = (await claimHold.run(this.redis, keys, [id, now, until])) as string[] | null;
+    if (flat === null) return undefined;
+    const h: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) h[flat[i] as string] = flat[i + 1] as string;
+    return {
+      customer,
+      id,
+      release: JSON.parse(h.release ?? "[]") as string[],
+      sealed: h.sealed ?? "",
+      owner: h.owner ?? "",
+      kind: h.kind === "retry" ? "retry" : "send",
+    };
   }
 
   async check(
@@ -140,32 +253,17 @@ export class VerifyStore {
       member: string;
       limits: { number: Window | null; account: Window | null };
     },
-  ): Promise<{ status: RetryStatus | "not_found"; retries: number; nextRetryAtMs: number }> {
+    hold: HoldArgs & { id: string },
+  ): Promise<{ status: RetryStatus | "not_found" | "stale"; retries: number; nextRetryAtMs: number }> {
     const k = this.placeKeys(place);
     const keys = [k.account, k.spend, k.auth, k.number, k.accountWindow];
-    const [status, retries, next] = (await scriptCall(retryCode, this.redis, keys, args)) as [
-      RetryStatus | "not_found",
-      number,
-      number,
-    ];
+    keys.push(this.holdsKey(place.customer), this.holdKey(place.customer, hold.id));
+    const release = JSON.stringify(this.releaseKeys(place, "retry"));
+    const [status, retries, next] = (await scriptCall(retryCode, this.redis, keys, {
+      ...args,
+      hold: { ...hold, release },
+    })) as [RetryStatus | "not_found" | "stale", number, number];
     return { status, retries, nextRetryAtMs: next };
-  }
-
-  /** Undoes a send or retry the provider refused. */
-  async release(
-    place: SendPlace,
-    args: { price: number; member: string; kind: "send" | "retry" },
-  ): Promise<void> {
-    const k = this.placeKeys(place);
-    const windows =
-      args.kind === "send"
-        ? [k.number, k.ip, k.device, k.accountWindow, k.range]
-        : [k.number, k.accountWindow];
-    await releaseSend.run(
-      this.redis,
-      [k.account, k.spend, k.auth, k.events, k.hook, k.pending, ...windows],
-      [JSON.stringify(args)],
-    );
   }
 
   /** Appends an event; says whether it awaits webhook delivery. */

@@ -1,0 +1,181 @@
+import { RingfenceError } from "../errors.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { Secrets } from "../crypto/secrets.js";
+import { COMMAND_TIMEOUT_MS } from "../redis/client.js";
+import { DeliveryError, type OutgoingSms } from "../messaging/provider.js";
+import type { SmsProvider } from "../messaging/sms.js";
+import type { Hold, VerifyStore } from "./store.js";
+
+/**
+ * A charging script refuses to act this long after it was issued: the caller's command times
+ * out at COMMAND_TIMEOUT_MS, and the margin leaves time for an answer to travel back.
+ */
+export const STALE_AFTER_MS = COMMAND_TIMEOUT_MS - 250;
+
+/** How long the owner of a hold may still be sending its message: past that, recovery takes it. */
+export function holdSpanMs(config: Config): number {
+  const provider =
+    config.SMS_PROVIDER === "smpp" ? config.SMPP_SUBMIT_TIMEOUT_MS : config.SMS_HTTP_TIMEOUT_MS;
+  return STALE_AFTER_MS + provider + config.SMS_HOLD_MARGIN_MS;
+}
+
+/**
+ * True when a provider failure leaves unknown whether the message was accepted: no answer in
+ * time, or the link lost after the message went out. Any other failure is a refusal.
+ */
+export function outcomeUnknown(err: unknown): boolean {
+  return (
+    err instanceof DeliveryError &&
+    /did not answer within|no submit_sm_resp|before submit_sm_resp/.test(err.message)
+  );
+}
+
+/** The 503 of a send whose charge was not made (stale) or whose outcome is not known yet. */
+export function unavailable(message: string): RingfenceError {
+  return new RingfenceError("unavailable", message, { "retry-after": "5" });
+}
+
+const RETRY_MIN_MS = 500;
+const RETRY_MAX_MS = 30_000;
+
+/**
+ * Commits or releases a hold now; when Redis does not answer, keeps trying in the background
+ * (doubling the wait up to 30 s) until it lands or the connection is closed for good (then the
+ * recovery of the next start resolves it). Never throws.
+ */
+export async function settleHold(
+  store: VerifyStore,
+  log: Logger,
+  hold: Hold,
+  outcome: "commit" | "release",
+): Promise<void> {
+  const attempt = async (delay: number): Promise<void> => {
+    try {
+      await store.resolveHold(hold, outcome);
+    } catch (err) {
+      if (store.closed()) {
+        log.warn("hold left to recovery", { hold: hold.id, outcome });
+        return;
+      }
+      log.warn("hold not resolved yet; retrying", { hold: hold.id, outcome, error: errorMessage(err) });
+      setTimeout(() => void attempt(Math.min(delay * 2, RETRY_MAX_MS)), delay).unref();
+    }
+  };
+  await attempt(RETRY_MIN_MS);
+}
+
+export interface HoldRecoveryOptions {
+  config: Config;
+  store: VerifyStore;
+  sms: SmsProvider;
+  secrets: Secrets;
+  log: Logger;
+  now?: () => number;
+}
+
+const BATCH = 100;
+
+/**
+ * Resolves holds whose owner never recorded the provider's answer (it timed out, or the
+ * process died): re-sends the sealed message with the same reference (the provider treats it as
+ * the same message) and commits or releases by the answer. Runs at start and every
+ * SMS_HOLD_RECOVERY_INTERVAL_MS on each instance; claims are atomic, resolutions idempotent.
+ */
+export class HoldRecovery {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> = Promise.resolve();
+  private closing = false;
+  private readonly now: () => number;
+
+  constructor(private readonly o: HoldRecoveryOptions) {
+    this.now = o.now ?? Date.now;
+  }
+
+  /** Runs one pass now (errors logged, not thrown), then schedules the next ones. */
+  start(): void {
+    this.run();
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /** One pass over every customer with holds; returns how many holds it resolved. */
+  async sweep(): Promise<number> {
+    const { store } = this.o;
+    let resolved = 0;
+    for (const customer of await store.holdCustomers()) {
+      if (this.closing) break;
+      const due = await store.dueHolds(customer, this.now(), BATCH);
+      if (due.length === 0) {
+        await store.unindexIfEmpty(customer);
+        continue;
+      }
+      for (const id of due) {
+        if (await this.recover(customer, id)) resolved++;
+      }
+    }
+    return resolved;
+  }
+
+  /** Re-sends one due hold's message and resolves the hold by the answer. */
+  async recover(customer: string, id: string): Promise<boolean> {
+    const { store, log } = this.o;
+    const now = this.now();
+    const hold = await store.claimHold(customer, id, now, now + holdSpanMs(this.o.config));
+    if (hold === undefined) return false;
+    let sms: OutgoingSms;
+    try {
+      sms = JSON.parse(this.o.secrets.decrypt(hold.sealed)) as OutgoingSms;
+    } catch (err) {
+      // Sealed under another SECRETS_KEY: it cannot be re-sent, so nothing is known to be sent.
+      log.error("held message unreadable; refunding", { hold: id, error: errorMessage(err) });
+      return store.resolveHold(hold, "release");
+    }
+    try {
+      const { providerId } = await this.o.sms.send(sms);
+      const done = await store.resolveHold(hold, "commit");
+      log.info("held message accepted on re-send; charged", { hold: id, owner: hold.owner });
+      const [auth, attempt] = id.split(".");
+      await store
+        .rememberMessage(providerId, { customer, auth: auth ?? "", attempt: Number(attempt) })
+        .catch(() => undefined);
+      return done;
+    } catch (err) {
+      if (outcomeUnknown(err) || store.closed()) {
+        log.warn("held message still without an answer; next pass", { hold: id, error: errorMessage(err) });
+        return false;
+      }
+      if (!(err instanceof DeliveryError) && !(err instanceof RingfenceError)) throw err;
+      log.warn("held message refused on re-send; refunded", { hold: id, error: errorMessage(err) });
+      return store.resolveHold(hold, "release");
+    }
+  }
+
+  private run(): void {
+    const pass = this.sweep().then(
+      (n) => {
+        if (n > 0) this.o.log.info("holds recovered", { resolved: n });
+      },
+      (err: unknown) => {
+        this.o.log.warn("hold recovery pass failed", { error: errorMessage(err) });
+      },
+    );
+    this.running = pass;
+    void pass.then(() => {
+      const every = this.o.config.SMS_HOLD_RECOVERY_INTERVAL_MS;
+      if (this.closing || every <= 0) return;
+      this.timer = setTimeout(() => {
+        this.run();
+      }, every);
+      this.timer.unref();
+    });
+  }
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

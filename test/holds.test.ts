@@ -1,0 +1,257 @@
+import { randomUUID } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { waitFor } from "./support/redis.js";
+import { expect } from "chai";
+import { startTestApp, type TestApp } from "./support/app.js";
+import { SmsReceiver, type SmsMessage } from "./support/receivers.js";
+import { HoldRecovery, STALE_AFTER_MS } from "../src/verify/holds.js";
+import type { SendArgs, SendPlace } from "../src/verify/store.js";
+import { silentLogger } from "../src/log.js";
+import { createSmsProvider } from "../src/messaging/sms.js";
+
+const PRICE = 50_000;
+
+describe("V1 send holds (reserve, commit, release, recovery)", () => {
+  let app: TestApp;
+  let sms: SmsReceiver;
+  let customer: string;
+  let recovery: HoldRecovery;
+  let nextNumber = 622_000_000;
+
+  before(async function () {
+    this.timeout(30_000);
+    sms = await SmsReceiver.start();
+    app = await startTestApp({
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: sms.url,
+      // Only the recovery made by these tests runs, when they say.
+      SMS_HOLD_RECOVERY_INTERVAL_MS: "0",
+    });
+    const r = app.registry;
+    recovery = new HoldRecovery({
+      config: app.config,
+      store: r.verify,
+      sms: createSmsProvider(app.config, silentLogger),
+      secrets: r.secrets,
+      log: silentLogger,
+    });
+  });
+
+  beforeEach(async () => {
+    const { account } = await app.registry.accounts.create({
+      name: "Holds",
+      balanceMicros: 10_000_000,
+      spendingLimitMicros: 1_000_000_000,
+      features: [],
+      regions: [],
+      senderIds: [],
+    });
+    customer = account.customerUuid;
+    sms.receiver.answer = () => 200;
+  });
+
+  after(async () => {
+    await recovery.close();
+    await app.stop();
+    await sms.close();
+  });
+
+  const balance = async () => (await app.registry.accounts.get(customer))?.balanceMicros;
+  const holdsLeft = () => app.registry.redis.zcard(app.registry.verify.holdsKey(customer));
+
+  /** Reserves one send the way createAuthentication does, with the given timing of its hold. */
+  async function reserve(opts: { issuedAt?: number; deadline?: number; auth?: string; phone?: string } = {}) {
+    const store = app.registry.verify;
+    const auth = opts.auth ?? randomUUID();
+    const phone = opts.phone ?? `+33${(nextNumber += 1000)}`;
+    const now = Date.now();
+    const place: SendPlace = {
+      customer,
+      auth,
+      phone,
+      ip: "-",
+      device: "-",
+      range: phone.slice(0, -3),
+      month: new Date(now).toISOString().slice(0, 7),
+    };
+    const message: SmsMessage = {
+      to: phone,
+      from: "Ringfence",
+      body: `Your code is ${String(100000 + (nextNumber % 900000))}`,
+      locale: "en",
+      reference: `${auth}.1`,
+    };
+    const event = JSON.stringify({ id: randomUUID(), type: "authentication", created_at: "", payload: {} });
+    const args: SendArgs = {
+      now,
+      phone,
+      member: `${auth}:1`,
+      staticSpam: false,
+      hasIp: false,
+      hasDevice: false,
+      price: PRICE,
+      codeHash: "h",
+      retryIntervalMs: 1000,
+      keepUntil: now + 600_000,
+      limits: { number: null, ip: null, device: null, account: null },
+      spam: { ipNumbers: null, deviceNumbers: null, range: null },
+      fields: { customer_uuid: customer, phone_number: phone },
+      events: { pending: event, rate_limited: event, spam_detected: event },
+      hook: null,
+    };
+    await store.indexHolds(customer);
+    const status = await store.send(place, args, {
+      id: message.reference,
+      issuedAt: opts.issuedAt ?? now,
+      staleMs: STALE_AFTER_MS,
+      deadline: opts.deadline ?? now + 60_000,
+      sealed: app.registry.secrets.encrypt(JSON.stringify(message)),
+      owner: "test",
+    });
+    return { status, place, message, hold: store.holdOf(place, message.reference, "send") };
+  }
+
+  it("charges a reserve that ioredis replays after a reconnect only once", async () => {
+    const first = await reserve();
+    const replay = await reserve({ auth: first.place.auth, phone: first.place.phone });
+    expect([first.status, replay.status]).to.deep.equal(["pending", "pending"]);
+    expect(await balance()).to.equal(10_000_000 - PRICE);
+    expect(await holdsLeft()).to.equal(1);
+  });
+
+  it("does nothing and answers stale when Redis runs a reserve later than its caller waits", async () => {
+    const { status, place } = await reserve({ issuedAt: Date.now() - STALE_AFTER_MS - 1_000 });
+    expect(status).to.equal("stale");
+    expect(await balance()).to.equal(10_000_000);
+    expect(await holdsLeft()).to.equal(0);
+    expect(await app.registry.verify.get(customer, place.auth)).to.equal(undefined);
+  });
+
+  it("charges and holds a reserve run in time, and keeps the sealed message free of the code", async () => {
+    const { status, message } = await reserve();
+    expect(status).to.equal("pending");
+    expect(await balance()).to.equal(10_000_000 - PRICE);
+    expect(await holdsLeft()).to.equal(1);
+    const hold = await app.registry.redis.hgetall(app.registry.verify.holdKey(customer, message.reference));
+    expect(hold.price).to.equal(String(PRICE));
+    expect(JSON.stringify(hold)).not.to.include(message.body);
+  });
+
+  it("resolves each hold once when commit, release and recovery race for it", async function () {
+    this.timeout(20_000);
+    const holds = await Promise.all(Array.from({ length: 12 }, () => reserve({ deadline: Date.now() - 1 })));
+    expect(await balance()).to.equal(10_000_000 - 12 * PRICE);
+    const store = app.registry.verify;
+    let charged = 0;
+    for (const { hold } of holds) {
+      const [committed, released, recovered] = await Promise.all([
+        store.resolveHold(hold, "commit"),
+        store.resolveHold(hold, "release"),
+        recovery.recover(customer, hold.id),
+      ]);
+      expect([committed, released, recovered].filter(Boolean)).to.have.length(1);
+      if (committed || recovered) charged++;
+      // Late owners change nothing.
+      expect(await store.resolveHold(hold, "release")).to.equal(false);
+      expect(await store.resolveHold(hold, "commit")).to.equal(false);
+    }
+    expect(await balance()).to.equal(10_000_000 - charged * PRICE);
+    expect(await holdsLeft()).to.equal(0);
+  });
+
+  it("re-sends an overdue hold's message with the same reference and keeps the charge once accepted", async () => {
+    const before = sms.messages.length;
+    const { message, place } = await reserve({ deadline: Date.now() - 1 });
+    const resolved = await recovery.sweep();
+    expect(resolved).to.be.at.least(1);
+    const sent = sms.messages.slice(before);
+    expect(sent).to.deep.equal([message]);
+    expect(await balance()).to.equal(10_000_000 - PRICE);
+    expect(await holdsLeft()).to.equal(0);
+    expect(await app.registry.verify.get(customer, place.auth)).not.to.equal(undefined);
+    // Nothing left to do: a second pass sends nothing.
+    await recovery.sweep();
+    expect(sms.messages.length).to.equal(before + 1);
+  });
+
+  it("refunds an overdue hold whose re-sent message the provider refuses, and removes its authentication", async () => {
+    sms.receiver.answer = () => 400;
+    const { place } = await reserve({ deadline: Date.now() - 1 });
+    await recovery.sweep();
+    expect(await balance()).to.equal(10_000_000);
+    expect(await holdsLeft()).to.equal(0);
+    expect(await app.registry.verify.get(customer, place.auth)).to.equal(undefined);
+  });
+
+  it("leaves a hold whose deadline has not passed to its owner", async () => {
+    const before = sms.messages.length;
+    await reserve();
+    await recovery.sweep();
+    expect(sms.messages.length).to.equal(before);
+    expect(await holdsLeft()).to.equal(1);
+  });
+});
+
+describe("V1 send whose provider does not answer in time", () => {
+  let app: TestApp;
+  let server: Server;
+  let url = "";
+  const accepted = new Map<string, number>();
+
+  before(async function () {
+    this.timeout(30_000);
+    // Accepts every message, but answers the first POST of a reference too late.
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const { reference } = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { reference: string };
+        const seen = accepted.get(reference) ?? 0;
+        accepted.set(reference, seen + 1);
+        setTimeout(() => res.end("{}"), seen === 0 ? 1_000 : 0);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/sms`;
+    app = await startTestApp({
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: url,
+      SMS_HTTP_TIMEOUT_MS: "300",
+      SMS_HOLD_MARGIN_MS: "100",
+      SMS_HOLD_RECOVERY_INTERVAL_MS: "300",
+    });
+  });
+
+  after(async () => {
+    await app.stop();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it("answers 503 with Retry-After, then recovery re-sends the same reference and keeps the charge", async function () {
+    this.timeout(20_000);
+    const { account, apiKey } = await app.registry.accounts.create({
+      name: "Slow provider",
+      balanceMicros: 10_000_000,
+      spendingLimitMicros: 1_000_000_000,
+      features: [],
+      regions: [],
+      senderIds: [],
+    });
+    const res = await fetch(`${app.baseUrl}/v1/authentication`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": apiKey },
+      body: JSON.stringify({ customer_uuid: account.customerUuid, phone_number: "+33699000111" }),
+    });
+    expect(res.status).to.equal(503);
+    expect(res.headers.get("retry-after")).to.equal("5");
+    const holds = app.registry.verify.holdsKey(account.customerUuid);
+    expect(await app.registry.redis.zcard(holds)).to.equal(1);
+    await waitFor(async () => (await app.registry.redis.zcard(holds)) === 0, 15_000);
+    expect([...accepted.values()]).to.deep.equal([2]);
+    expect((await app.registry.accounts.get(account.customerUuid))?.balanceMicros).to.equal(
+      10_000_000 - PRICE,
+    );
+  });
+});
