@@ -181,9 +181,8 @@ describe("graceful shutdown of ringfence serve", function () {
         continue;
       }
       expect(o.connection, `answer ${String(o.status)} after the signal`).to.equal("close");
-      // A message refused because the grace left is shorter than the provider's timeout: 503
-      // (500 until the V1 send path passes the provider's refusal through as is).
-      expect(o.status).to.be.oneOf([200, 500, 503]);
+      // A message refused because the grace left is shorter than the provider's timeout: 503.
+      expect(o.status).to.be.oneOf([200, 503]);
     }
     // Sends were waiting on the provider when the signal came: they finish, their connection closed.
     const finished = outcomes.filter(
