@@ -255,3 +255,64 @@ describe("V1 send whose provider does not answer in time", () => {
     );
   });
 });
+
+describe("recovery of a held message whose re-send meets a passing failure", () => {
+  const PRICE = 50_000;
+  let app: TestApp;
+  let server: Server;
+  const posts = new Map<string, number>();
+  before(async function () {
+    this.timeout(30_000);
+    // Accepts the first POST but answers it too late, then is overloaded (503) for a while.
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const { reference } = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { reference: string };
+        const seen = posts.get(reference) ?? 0;
+        posts.set(reference, seen + 1);
+        if (seen === 0) setTimeout(() => res.end("{}"), 1_000);
+        else if (seen < 3) {
+          res.statusCode = 503;
+          res.end("{}");
+        } else res.end("{}");
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    app = await startTestApp({
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/sms`,
+      SMS_HTTP_TIMEOUT_MS: "300",
+      SMS_HOLD_MARGIN_MS: "100",
+      SMS_HOLD_RECOVERY_INTERVAL_MS: "300",
+    });
+  });
+  after(async () => {
+    await app.stop();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  it("keeps the hold through 503s on re-send, then keeps the charge of the message the provider accepted", async function () {
+    this.timeout(30_000);
+    const { account, apiKey } = await app.registry.accounts.create({
+      name: "Late",
+      balanceMicros: 10_000_000,
+      spendingLimitMicros: 1_000_000_000,
+      features: [],
+      regions: [],
+    });
+    const res = await fetch(`${app.baseUrl}/v1/authentication`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": apiKey },
+      body: JSON.stringify({ customer_uuid: account.customerUuid, phone_number: "+33699000112" }),
+    });
+    expect(res.status).to.equal(503);
+    const holds = app.registry.verify.holdsKey(account.customerUuid);
+    await waitFor(async () => (await app.registry.redis.zcard(holds)) === 0, 20_000);
+    expect([...posts.values()]).to.deep.equal([4]);
+    expect((await app.registry.accounts.get(account.customerUuid))?.balanceMicros).to.equal(
+      10_000_000 - PRICE,
+    );
+  });
+});

@@ -145,11 +145,13 @@ export class HoldRecovery {
         .catch(() => undefined);
       return done;
     } catch (err) {
-      if (outcomeUnknown(err) || store.closed()) {
-        log.warn("held message still without an answer; next pass", { hold: id, error: errorMessage(err) });
+      // Only a lasting refusal of the same reference says the first send was not accepted either;
+      // a passing failure (5xx, unreachable, shutting down) says nothing about it: try again later.
+      const refused = err instanceof DeliveryError && !err.retryable && !outcomeUnknown(err);
+      if (!refused || store.closed()) {
+        log.warn("held message still without a lasting answer; next pass", { hold: id, error: errorMessage(err) });
         return false;
       }
-      if (!(err instanceof DeliveryError) && !(err instanceof RingfenceError)) throw err;
       log.warn("held message refused on re-send; refunded", { hold: id, error: errorMessage(err) });
       return store.resolveHold(hold, "release");
     }
