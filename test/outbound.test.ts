@@ -5,6 +5,7 @@ import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_servi
 import { loadConfig, ConfigError } from "../src/config.js";
 import { createLogger, type Logger } from "../src/log.js";
 import { OutboundGuard, OutboundRefused } from "../src/net/outbound.js";
+import { sendRequest } from "./support/v1.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
 import { testRedisUrl } from "./support/hooks.js";
 import { waitFor } from "./support/redis.js";
@@ -137,22 +138,11 @@ describe("outbound calls to caller-supplied URLs (OUTBOUND_ALLOWED_CIDRS)", () =
     try {
       const { err } = await unary(
         client.createAuthentication.bind(client),
-        {
+        sendRequest({
           customerUuid: customer.uuid,
           phoneNumber: "+33612345002",
-          ip: "",
-          deviceId: "",
-          deviceType: "",
-          appVersion: "",
-          senderId: "",
           callbackUrl: "http://169.254.169.254/latest/meta-data",
-          appRealm: "",
-          osVersion: "",
-          deviceModel: "",
-          templateId: "",
-          correlationId: "",
-          locale: "",
-        },
+        }),
         metadata({ "x-api-key": customer.key }),
       );
       expect(err?.code).to.equal(3);
@@ -403,6 +393,12 @@ describe("OutboundGuard", () => {
     expect(guard.allows("93.184.215.14")).to.equal(true);
     expect(guard.allows("64:ff9b::7f00:1")).to.equal(false);
     expect(guard.allows("2606:2800:220:1:248:1893:25c8:1946")).to.equal(true);
+    // Outside global unicast: site-local, unique local, IPv4-compatible, discard-only, unspecified.
+    for (const a of ["fec0::1", "fd12::1", "::7f00:1", "100::1", "::"])
+      expect(guard.allows(a), a).to.equal(false);
+    // Outside global unicast: site-local, unique local, IPv4-compatible, discard-only.
+    for (const a of ["fec0::1", "fd12::1", "::7f00:1", "100::1", "::"])
+      expect(guard.allows(a), a).to.equal(false);
   });
 
   it("OUTBOUND_ALLOWED_CIDRS is validated, naming the variable", () => {

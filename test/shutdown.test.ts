@@ -7,6 +7,7 @@ import { startRedis, type RedisServer } from "./support/redis.js";
 import { Redis } from "ioredis";
 import { cliEnv, insecure, metadata, runCli, startTestApp, TEST_SECRETS_KEY, unary } from "./support/app.js";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process.js";
+import { sendRequest } from "./support/v1.js";
 
 /** An SMS provider that takes `delayMs` to accept each message, recording its reference on arrival. */
 async function slowProvider(delayMs: number) {
@@ -206,22 +207,8 @@ describe("graceful shutdown of ringfence serve", function () {
     const { service: s, account } = await start();
     const client = new VerifyServiceClient(s.grpcAddress, insecure);
     const md = () => metadata({ "x-api-key": account.api_key });
-    const request = (phone: string) => ({
-      customerUuid: account.customer_uuid,
-      phoneNumber: phone,
-      ip: "",
-      deviceId: "",
-      deviceType: "",
-      appVersion: "",
-      senderId: "",
-      callbackUrl: "",
-      appRealm: "",
-      osVersion: "",
-      deviceModel: "",
-      templateId: "",
-      correlationId: "",
-      locale: "en",
-    });
+    const request = (phone: string) =>
+      sendRequest({ customerUuid: account.customer_uuid, phoneNumber: phone, locale: "en" });
     // Warm the channel so the in-flight call is on an established connection.
     expect(
       (await unary(client.createAuthentication.bind(client), request("+33612340001"), md())).err,

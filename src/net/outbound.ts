@@ -22,6 +22,11 @@ const REFUSED = blockList(
   ),
 );
 
+const GLOBAL_UNICAST = blockList(parseCidrs("2000::/3"));
+
+/** How long a name may take to resolve before the URL is refused. */
+const RESOLVE_TIMEOUT_MS = 3_000;
+
 /** Where an IPv6 address embeds an IPv4 one that decides (mapped, NAT64). */
 function embeddedIpv4(address: string): string | undefined {
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
@@ -70,6 +75,8 @@ export class OutboundGuard {
     if (contains(this.allowed, a)) return true;
     const v4 = embeddedIpv4(a);
     if (v4 !== undefined) return this.allows(v4);
+    // IPv6 outside global unicast (2000::/3) is never a public host.
+    if (isIP(a) === 6 && !contains(GLOBAL_UNICAST, a)) return false;
     return !contains(REFUSED, a);
   }
 
@@ -229,7 +236,11 @@ function hostOf(url: URL): string {
 
 async function resolveAll(host: string): Promise<LookupAddress[]> {
   return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      reject(new Error(`${host} did not resolve within ${RESOLVE_TIMEOUT_MS} ms`));
+    }, RESOLVE_TIMEOUT_MS);
     dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => {
+      clearTimeout(timer);
       if (err) reject(err);
       else resolve(addresses);
     });

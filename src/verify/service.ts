@@ -127,8 +127,9 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       if (input.appRealm !== "" && !isAppRealm(input.appRealm)) {
         throw badField("app_realm", "must be the 11-character Android SMS Retriever hash");
       }
-      if (input.callbackUrl !== "") await deps.outbound.checkUrl(input.callbackUrl, "callback_url");
       const account = await customer(input.customerUuid, ctx);
+      // After authentication, so that anonymous callers cannot make the service resolve names.
+      if (input.callbackUrl !== "") await deps.outbound.checkUrl(input.callbackUrl, "callback_url");
       const phone = number(account, input.phoneNumber);
       const staticSpam = await isStaticSpam(config, deps.lookupData, phone);
 
