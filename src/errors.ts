@@ -196,6 +196,8 @@ const REDIS_UNAVAILABLE_NAMES = new Set(["MaxRetriesPerRequestError", "ClusterAl
 
 export function isRedisUnavailable(err: unknown, depth = 0): boolean {
   if (!(err instanceof Error) || depth > 4) return false;
+  // A message provider that is unreachable says ECONNREFUSED too: that is not Redis.
+  if (err.name === "DeliveryError") return false;
   if (REDIS_UNAVAILABLE_NAMES.has(err.name) || REDIS_UNAVAILABLE.test(err.message)) return true;
   const code = (err as { code?: unknown }).code;
   if (typeof code === "string" && /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH)$/.test(code))

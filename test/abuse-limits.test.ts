@@ -487,14 +487,16 @@ describe("abuse limits of the session service", () => {
       return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
     };
 
-    it("refuses even the right secret with 429 once a client's failures fill TOKEN_FAILURES_CLIENT", async () => {
+    it("answers wrong secrets 429 once a client's failures fill TOKEN_FAILURES_CLIENT, and still serves the right one", async () => {
       const c = await client(rig);
       for (let i = 0; i < 3; i++) expect((await token(rig, c.id, "rfs_wrong")).status).to.equal(401);
-      const right = await token(rig, c.id, c.secret);
-      expect(right.status).to.equal(429);
-      expect(right.body.error).to.equal("too_many_attempts");
-      expect(Number(right.headers.get("retry-after"))).to.be.within(1, 300);
-      expect(right.headers.get("cache-control")).to.equal("no-store");
+      const wrong = await token(rig, c.id, "rfs_wrong");
+      expect(wrong.status).to.equal(429);
+      expect(wrong.body.error).to.equal("too_many_attempts");
+      expect(Number(wrong.headers.get("retry-after"))).to.be.within(1, 300);
+      expect(wrong.headers.get("cache-control")).to.equal("no-store");
+      // A client_id is public: whoever knows it cannot lock the real client out.
+      expect((await token(rig, c.id, c.secret)).status).to.equal(200);
     });
 
     it("does not count successful authentications", async () => {
@@ -508,6 +510,7 @@ describe("abuse limits of the session service", () => {
       try {
         const [a, b, c] = [await client(byIp), await client(byIp), await client(byIp)];
         for (const x of [a, a, b, b]) expect((await token(byIp, x.id, "rfs_wrong")).status).to.equal(401);
+        // From that address, everything is refused outright, the right secret of another client too.
         expect((await token(byIp, c.id, c.secret)).status).to.equal(429);
       } finally {
         await byIp.stop();

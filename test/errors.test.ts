@@ -1,7 +1,9 @@
 import { expect } from "chai";
+import { DeliveryError } from "../src/messaging/provider.js";
 import { status } from "@grpc/grpc-js";
 import {
   ERRORS,
+  isRedisUnavailable,
   MAX_MESSAGE_CHARS,
   MAX_QUOTED_CHARS,
   OAUTH_ERROR_CODES,
@@ -98,6 +100,12 @@ describe("error mapping", () => {
       }
     });
   }
+
+  it("does not take an unreachable message provider for a Redis outage", () => {
+    const provider = new DeliveryError("HTTP SMS provider unreachable: ECONNREFUSED");
+    expect(isRedisUnavailable(provider)).to.equal(false);
+    expect(toWire(provider, "session", DOCS)).to.deep.include({ httpStatus: 500 });
+  });
 
   const oauthDecided: [string, number][] = [
     ["invalid_request", 400],

@@ -69,3 +69,27 @@ export function peerAddress(peer: string): string {
   const host = i < 0 ? peer : peer.slice(0, i);
   return isIP(normalizeAddress(host)) === 0 ? peer : host;
 }
+
+/**
+ * The part of a client address that rate limits count: an IPv4 address whole, an IPv6 address by
+ * its /64, since one host commonly holds a whole /64 and could rotate through it.
+ */
+export function limitSubject(address: string): string {
+  const a = normalizeAddress(address);
+  if (isIP(a) !== 6) return a;
+  const full = expandIpv6(a);
+  return `${full.slice(0, 4).join(":")}::/64`;
+}
+
+/** The eight 16-bit groups of an IPv6 address, in lower-case hex. */
+function expandIpv6(a: string): string[] {
+  const [head = "", tail] = a.toLowerCase().split("::");
+  const left = head === "" ? [] : head.split(":");
+  const right = tail === undefined || tail === "" ? [] : tail.split(":");
+  // An embedded IPv4 tail (::ffff:1.2.3.4 was normalised away; others keep their first groups).
+  const groups =
+    tail === undefined
+      ? left
+      : [...left, ...Array<string>(8 - left.length - right.length).fill("0"), ...right];
+  return groups.map((g) => (g.includes(".") ? g : parseInt(g, 16).toString(16)));
+}

@@ -2,7 +2,7 @@ import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { isIP, type BlockList, type LookupFunction } from "node:net";
-import { badField } from "../errors.js";
+import { badField, RingfenceError } from "../errors.js";
 import { blockList, contains, normalizeAddress, parseCidrs } from "./cidr.js";
 
 /**
@@ -101,8 +101,13 @@ export class OutboundGuard {
     let addresses: LookupAddress[];
     try {
       addresses = await this.resolve(host);
-    } catch {
-      return "must name a host that resolves";
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (code === "ENOTFOUND" || code === "ENODATA") return "must name a host that resolves";
+      // A resolver that fails or is slow is a passing fault, not the caller's mistake.
+      throw new RingfenceError("unavailable", "the URL's host could not be looked up now; try again", {
+        "retry-after": "5",
+      });
     }
     if (addresses.length === 0) return "must name a host that resolves";
     if (!addresses.every((a) => this.allows(a.address))) {

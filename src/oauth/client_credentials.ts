@@ -2,6 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { quote, RingfenceError } from "../errors.js";
 import { noStore, type CallContext } from "../rpc/binding.js";
 import type { ClientStore } from "./clients.js";
+import { limitSubject } from "../net/cidr.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
 import { signAccessToken, type SigningKeys } from "./keys/signing-keys.js";
@@ -58,11 +59,14 @@ export async function clientCredentialsGrant(
   const challenge: Record<string, string> =
     basic === undefined ? {} : { "www-authenticate": 'Basic realm="ringfence"' };
   const refused = () => new RingfenceError("invalid_client", "client authentication failed", challenge);
-  // While too many attempts failed, even the right secret is refused, so guessing learns nothing.
-  await deps.failures.refuseWhileBlocked(clientId, ctx.clientAddress);
+  // An address with too many failures is refused outright. A client_id is public, so its full
+  // window must not lock out the real client: the right secret still works, a wrong one gets 429.
+  const addressWait = await deps.failures.wait(undefined, ctx.clientAddress);
+  if (addressWait > 0) throw tooManyFailures(addressWait);
+  const clientWait = await deps.failures.wait(clientId, undefined);
   const failed = async () => {
     await deps.failures.record(clientId, ctx.clientAddress);
-    return refused();
+    return clientWait > 0 ? tooManyFailures(clientWait) : refused();
   };
   if (clientId === undefined || secret === undefined) throw await failed();
   const requested = readScope(form.get("scope"));
@@ -116,18 +120,22 @@ export class AuthFailures {
           ],
       address === undefined
         ? []
-        : [{ key: this.keys.key("rl", `ip:${address}`, "token-failures"), rule: this.rules.perAddress }],
+        : [
+            {
+              key: this.keys.key("rl", `ip:${limitSubject(address)}`, "token-failures"),
+              rule: this.rules.perAddress,
+            },
+          ],
     ];
   }
 
-  /** 429 too_many_attempts while the client's or the address's window is full. */
-  async refuseWhileBlocked(clientId: string | undefined, address: string | undefined): Promise<void> {
+  /** The ms until the client's (or the address's) failure window has room; 0 when it has. */
+  async wait(clientId: string | undefined, address: string | undefined): Promise<number> {
     const member = randomUUID();
     const waits = await Promise.all(
       this.windows(clientId, address).map((w) => takeWindows(this.redis, w, member, "peek")),
     );
-    const waitMs = Math.max(0, ...waits.map((t) => t.waitMs));
-    if (waitMs > 0) throw tooManyAttempts("too many failed client authentications: try again later", waitMs);
+    return Math.max(0, ...waits.map((t) => t.waitMs));
   }
 
   async record(clientId: string | undefined, address: string | undefined): Promise<void> {
@@ -178,4 +186,8 @@ function readScope(scope: string | undefined): string[] {
 /** A caller-chosen id as a key part: fixed length, and no brace can move the hash tag. */
 function digest(id: string): string {
   return createHash("sha256").update(id).digest("base64url");
+}
+
+function tooManyFailures(waitMs: number): RingfenceError {
+  return tooManyAttempts("too many failed client authentications: try again later", waitMs);
 }

@@ -8,6 +8,7 @@ import { isStaticSpam } from "../lookup/spam.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import type { AppStore } from "../apps/store.js";
 import { parseE164 } from "../lookup/numbers.js";
+import { limitSubject } from "../net/cidr.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { SmsProvider } from "../messaging/sms.js";
 import { renderOtpEmail, type EmailProvider } from "../messaging/email.js";
@@ -43,7 +44,9 @@ export class CodeSender {
     await this.refuseSpam(appId, id, [
       { key: app("ident", id.type, id.value.toLowerCase()), rule: config.RATE_LIMIT_NUMBER },
       { key: app("login"), rule: config.LOGIN_LIMIT_APP },
-      ...(client === undefined ? [] : [{ key: app("login-ip", client), rule: config.LOGIN_LIMIT_IP }]),
+      ...(client === undefined
+        ? []
+        : [{ key: app("login-ip", limitSubject(client)), rule: config.LOGIN_LIMIT_IP }]),
     ]);
   }
 

@@ -149,7 +149,10 @@ export class HoldRecovery {
       // a passing failure (5xx, unreachable, shutting down) says nothing about it: try again later.
       const refused = err instanceof DeliveryError && !err.retryable && !outcomeUnknown(err);
       if (!refused || store.closed()) {
-        log.warn("held message still without a lasting answer; next pass", { hold: id, error: errorMessage(err) });
+        log.warn("held message still without a lasting answer; next pass", {
+          hold: id,
+          error: errorMessage(err),
+        });
         return false;
       }
       log.warn("held message refused on re-send; refunded", { hold: id, error: errorMessage(err) });
