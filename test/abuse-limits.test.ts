@@ -302,6 +302,29 @@ describe("abuse limits of the session service", () => {
       expect(rig.sms.messages.length - before).to.equal(10);
     });
 
+    it("refuses the 11th login code into one number range with 403 spam_detected (SPAM_RANGE_BURST)", async function () {
+      this.timeout(30_000);
+      const burst = await Rig.start({ LOGIN_LIMIT_IP: "off" });
+      try {
+        const answers = [];
+        for (let i = 0; i < 12; i++) {
+          answers.push(
+            await burst.call("POST", "/v1/session/login/otp", {
+              app_id: burst.appId,
+              identifier: { type: "phone_number", value: `+3361555${String(i).padStart(4, "0")}` },
+            }),
+          );
+        }
+        expect(answers.map((a) => a.status)).to.deep.equal([...Array<number>(10).fill(200), 403, 403]);
+        expect(answers[10]?.body.code).to.equal("spam_detected");
+        await burst.sms.receiver.until((r) => r.length >= 10);
+        await new Promise((r) => setTimeout(r, 200));
+        expect(burst.sms.messages).to.have.length(10);
+      } finally {
+        await burst.stop();
+      }
+    });
+
     it("refuses premium-rate numbers with 403 spam_detected and sends nothing", async () => {
       const before = rig.sms.messages.length;
       const r = await rig.call("POST", "/v1/session/login/otp", {
@@ -451,6 +474,50 @@ describe("abuse limits of the session service", () => {
       });
       expect(stepped.body.current_step).to.equal("completed");
       noStore(stepped, "otp/check");
+    });
+  });
+
+  describe("delegated step-up decisions (STEPUP_LIMIT_SESSION)", () => {
+    let rig: Rig;
+    let hookCalls = 0;
+    let hook: import("node:http").Server;
+    before(async function () {
+      this.timeout(30_000);
+      const { createServer } = await import("node:http");
+      hook = createServer((req, res) => {
+        if (req.url === "/decide") hookCalls++;
+        res.statusCode = req.url === "/jwks.json" ? 200 : 500;
+        res.end(req.url === "/jwks.json" ? '{"keys":[]}' : "down");
+      });
+      await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
+      const base = `http://127.0.0.1:${String((hook.address() as import("node:net").AddressInfo).port)}`;
+      rig = await Rig.start({ STEPUP_LIMIT_SESSION: "2/900" });
+      const stored = await rig.call(
+        "POST",
+        `/v2/session/apps/${rig.appId}/config/stepup`,
+        {
+          jwks_url: `${base}/jwks.json`,
+          step_keys: [],
+          allowed_scopes: [{ scope: PWD, mode: "delegated", delegated: { url: `${base}/decide` } }],
+        },
+        rig.mgmtKey,
+      );
+      expect(stored.status).to.equal(201);
+    });
+    after(async () => {
+      await rig.stop();
+      await new Promise((r) => hook.close(r));
+    });
+
+    it("calls the app's hook at most the step-up limit of times per session", async function () {
+      this.timeout(30_000);
+      const { access_token: token } = await rig.login("+33612990030");
+      const asked = [];
+      for (let i = 0; i < 4; i++)
+        asked.push(await rig.call("POST", "/v1/session/stepup/request", { scope: PWD }, token));
+      expect(asked.slice(0, 2).map((a) => a.body.status)).to.deep.equal(["block", "block"]);
+      for (const a of asked.slice(2)) expect429(a, "a third hook call in one session");
+      expect(hookCalls).to.equal(2);
     });
   });
 

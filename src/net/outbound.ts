@@ -144,7 +144,13 @@ export class OutboundGuard {
    */
   async request(
     raw: string | URL,
-    init: { method: string; headers?: Record<string, string>; body?: string; timeoutMs: number },
+    init: {
+      method: string;
+      headers?: Record<string, string>;
+      body?: string;
+      timeoutMs: number;
+      signal?: AbortSignal | null;
+    },
   ): Promise<OutboundAnswer> {
     const url = typeof raw === "string" ? parseUrl(raw) : raw;
     if (url === undefined) throw new OutboundRefused("not an http or https URL");
@@ -186,8 +192,11 @@ export class OutboundGuard {
         () => req.destroy(new Error(`no answer within ${init.timeoutMs} ms`)),
         init.timeoutMs,
       );
+      const abort = () => req.destroy(new Error("aborted"));
+      init.signal?.addEventListener("abort", abort, { once: true });
       req.on("close", () => {
         clearTimeout(timer);
+        init.signal?.removeEventListener("abort", abort);
       });
       req.on("timeout", () => req.destroy(new Error(`no answer within ${init.timeoutMs} ms`)));
       req.on("error", (err: NodeJS.ErrnoException) => {
@@ -209,6 +218,7 @@ export class OutboundGuard {
       headers,
       body: typeof init?.body === "string" ? init.body : undefined,
       timeoutMs: 5_000,
+      signal: init?.signal,
     });
     const out = new Headers();
     for (const [k, v] of Object.entries(answer.headers)) {

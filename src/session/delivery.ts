@@ -88,12 +88,38 @@ export class CodeSender {
       }
       const prefix = id.value.slice(0, -config.SPAM_RANGE_DIGITS);
       range = { key: keys.key("rl", appId, "range", prefix), rule: config.SPAM_RANGE_BURST };
-      // The range is the app's; peek first so that a full window below does not use a place.
-      if ((await takeWindows(redis, [range], member, "peek")).waitMs > 0) throw spamDetected();
     }
+    const appTag = keys.key("rl", appId);
+    if (range === undefined || windows.every((w) => w.key.startsWith(`${appTag}:`))) {
+      // One script for all: the range refuses as spam, any other full window as too many.
+      const all = range === undefined ? windows : [range, ...windows];
+      const { waitMs, full } = await takeWindows(redis, all, member);
+      if (waitMs === 0) return;
+      if (full !== undefined && full === range) throw spamDetected();
+      throw tooManyAttempts("too many codes asked for: try again later", waitMs);
+    }
+    // The range is the app's, the windows the user's (two hash tags): look, take, then record.
+    if ((await takeWindows(redis, [range], member, "peek")).waitMs > 0) throw spamDetected();
     const { waitMs } = await takeWindows(redis, windows, member);
     if (waitMs > 0) throw tooManyAttempts("too many codes asked for: try again later", waitMs);
-    if (range !== undefined) await takeWindows(redis, [range], member, "add");
+    await takeWindows(redis, [range], member, "add");
+  }
+
+  /**
+   * One more delegated step-up decision for this user and session: each calls the app's hook, so
+   * they share the step-up windows' rules (STEPUP_LIMIT_USER, STEPUP_LIMIT_SESSION).
+   */
+  async allowHookCall(userId: string, sessionId: string): Promise<void> {
+    const { config, keys, redis } = this.deps;
+    const { waitMs } = await takeWindows(
+      redis,
+      [
+        { key: keys.key("rl", userId, "hook"), rule: config.STEPUP_LIMIT_USER },
+        { key: keys.key("rl", userId, "hook", sessionId), rule: config.STEPUP_LIMIT_SESSION },
+      ],
+      randomUUID(),
+    );
+    if (waitMs > 0) throw tooManyAttempts("too many step-up requests: try again later", waitMs);
   }
 
   /** Sends a code; counted for the app once the provider accepted it. */

@@ -114,6 +114,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
       let decision: Decision;
       if (resolution.kind === "direct") decision = resolution.entry;
       else if (resolution.kind === "delegated" && stored !== undefined) {
+        await deps.codes.allowHookCall(caller.userId, caller.sessionId);
         decision = await deps.delegation.decide(resolution.entry, stored.jwksUrl, {
           scope_requested: scope.data,
           user_id: caller.userId,
