@@ -4,6 +4,7 @@ import { verifyWebhook } from "../src/webhooks/signature.js";
 import { V1_DEPRECATION } from "../src/v1/deprecation.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
+import { sendRequest } from "./support/v1.js";
 import { createLogger } from "../src/log.js";
 
 const FR_MOBILE = "+33612345678";
@@ -556,22 +557,7 @@ describe("V1 verification", () => {
       const before = sms.messages.length;
       const sent = await unary(
         client.createAuthentication.bind(client),
-        {
-          customerUuid: c.uuid,
-          phoneNumber: phone,
-          ip: "",
-          deviceId: "",
-          deviceType: "",
-          appVersion: "",
-          senderId: "",
-          callbackUrl: "",
-          appRealm: "",
-          osVersion: "",
-          deviceModel: "",
-          templateId: "",
-          correlationId: "",
-          locale: "",
-        },
+        sendRequest({ customerUuid: c.uuid, phoneNumber: phone }),
         md,
       );
       expect(sent.err).to.equal(null);
