@@ -46,7 +46,9 @@ export async function postToProvider(
 
 function failure(label: string, timeoutMs: number, err: unknown): DeliveryError {
   if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) {
-    return new DeliveryError(`${label} did not answer within ${timeoutMs} ms`, true);
+    return new DeliveryError(`${label} did not answer within ${timeoutMs} ms`, true, {
+      outcomeUnknown: true,
+    });
   }
   // fetch hides the reason in `cause` (ECONNREFUSED, ENOTFOUND, ...).
   const cause = err instanceof Error ? err.cause : undefined;
@@ -54,5 +56,8 @@ function failure(label: string, timeoutMs: number, err: unknown): DeliveryError 
     cause instanceof Error && "code" in cause && typeof cause.code === "string"
       ? cause.code
       : "network error";
-  return new DeliveryError(`${label} unreachable: ${code}`, true);
+  // Refused or unresolved: nothing reached the provider. Anything else may have, after the request.
+  const neverSent =
+    /^(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|UND_ERR_CONNECT_TIMEOUT)$/.test(code);
+  return new DeliveryError(`${label} unreachable: ${code}`, true, { outcomeUnknown: !neverSent });
 }

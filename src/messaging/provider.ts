@@ -40,17 +40,21 @@ export interface SmsProvider {
 }
 
 /**
- * A message the provider did not accept. The message says why and never holds the body;
- * `retryable` tells a queue whether trying again later may succeed (timeouts, throttling, 5xx).
+ * A message the provider did not accept, as far as we know. The message says why and never holds
+ * the body; `retryable` tells a queue whether trying again later may succeed (timeouts,
+ * throttling, 5xx); `outcomeUnknown` says the provider may have accepted it all the same (no
+ * answer after the request went out), so only a re-send of the same reference can tell.
  */
 export class DeliveryError extends Error {
   override readonly name = "DeliveryError";
+  readonly outcomeUnknown: boolean;
   constructor(
     message: string,
     readonly retryable = true,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { outcomeUnknown?: boolean },
   ) {
     super(message, options);
+    this.outcomeUnknown = options?.outcomeUnknown ?? false;
   }
 }
 

@@ -184,7 +184,9 @@ export class SmppSmsProvider implements SmsProvider {
         });
       };
       const timer = setTimeout(() => {
-        fail(new DeliveryError(`SMPP: no submit_sm_resp within ${timeoutMs} ms`));
+        fail(
+          new DeliveryError(`SMPP: no submit_sm_resp within ${timeoutMs} ms`, true, { outcomeUnknown: true }),
+        );
       }, timeoutMs);
       link.inFlight.add(fail);
       try {
@@ -303,7 +305,7 @@ export class SmppSmsProvider implements SmsProvider {
     const wasBound = link.bound;
     link.bound = false;
     for (const fail of [...link.inFlight])
-      fail(new DeliveryError("SMPP: connection lost before submit_sm_resp"));
+      fail(new DeliveryError("SMPP: connection lost before submit_sm_resp", true, { outcomeUnknown: true }));
     if (this.link !== link) return;
     this.link = undefined;
     if (this.state === "closed") return;

@@ -25,10 +25,7 @@ export function holdSpanMs(config: Config): number {
  * time, or the link lost after the message went out. Any other failure is a refusal.
  */
 export function outcomeUnknown(err: unknown): boolean {
-  return (
-    err instanceof DeliveryError &&
-    /did not answer within|no submit_sm_resp|before submit_sm_resp/.test(err.message)
-  );
+  return err instanceof DeliveryError && err.outcomeUnknown;
 }
 
 /** The 503 of a send whose charge was not made (stale) or whose outcome is not known yet. */

@@ -130,6 +130,8 @@ describe("HTTP SMS provider", () => {
     const err = await failureOf(provider.send(message));
     expect(err.message).to.equal("HTTP SMS provider did not answer within 200 ms");
     expect(Date.now() - started).to.be.below(2_000);
+    // The request went out: the provider may have accepted it.
+    expect(err.outcomeUnknown).to.equal(true);
   });
 
   it("fails with a DeliveryError when nothing listens", async () => {
@@ -140,5 +142,20 @@ describe("HTTP SMS provider", () => {
     const err = await failureOf(new HttpSmsProvider(url, { timeoutMs: 2_000 }).send(message));
     expect(err.message).to.equal("HTTP SMS provider unreachable: ECONNREFUSED");
     expect(err.message).not.to.include("482913");
+    // Nothing reached the provider: a refusal for sure.
+    expect(err.outcomeUnknown).to.equal(false);
+  });
+
+  it("leaves the outcome unknown when the connection drops after the request went out", async () => {
+    receiver = await startReceiver((res) => res.socket?.destroy());
+    const err = await failureOf(new HttpSmsProvider(receiver.url, { timeoutMs: 2_000 }).send(message));
+    expect(err.message).to.match(/^HTTP SMS provider unreachable: /);
+    expect(err.outcomeUnknown).to.equal(true);
+  });
+
+  it("knows a non-2xx answer for a refusal, not an unknown outcome", async () => {
+    receiver = await startReceiver((res) => res.writeHead(503).end());
+    const err = await failureOf(new HttpSmsProvider(receiver.url, { timeoutMs: 2_000 }).send(message));
+    expect(err.outcomeUnknown).to.equal(false);
   });
 });
