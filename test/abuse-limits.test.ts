@@ -583,6 +583,23 @@ describe("abuse limits of the session service", () => {
         await byIp.stop();
       }
     });
+
+    it("holds TOKEN_FAILURES_IP under 40 concurrent wrong attempts, and gives successes their place back", async function () {
+      this.timeout(30_000);
+      const byIp = await Rig.start({ TOKEN_FAILURES_CLIENT: "off", TOKEN_FAILURES_IP: "5/300" });
+      try {
+        const good = await client(byIp);
+        for (let i = 0; i < 8; i++) expect((await token(byIp, good.id, good.secret)).status).to.equal(200);
+        const bad = await client(byIp);
+        const answers = await Promise.all(
+          Array.from({ length: 40 }, () => token(byIp, bad.id, "rfs_wrong").then((r) => r.status)),
+        );
+        expect(answers.filter((s) => s === 401)).to.have.length(5);
+        expect(answers.filter((s) => s === 429)).to.have.length(35);
+      } finally {
+        await byIp.stop();
+      }
+    });
   });
 
   describe("settings", () => {

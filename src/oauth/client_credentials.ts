@@ -59,13 +59,14 @@ export async function clientCredentialsGrant(
   const challenge: Record<string, string> =
     basic === undefined ? {} : { "www-authenticate": 'Basic realm="ringfence"' };
   const refused = () => new RingfenceError("invalid_client", "client authentication failed", challenge);
-  // An address with too many failures is refused outright. A client_id is public, so its full
-  // window must not lock out the real client: the right secret still works, a wrong one gets 429.
-  const addressWait = await deps.failures.wait(undefined, ctx.clientAddress);
-  if (addressWait > 0) throw tooManyFailures(addressWait);
-  const clientWait = await deps.failures.wait(clientId, undefined);
+  // Every attempt takes a place in its address's failure window first (so concurrent attempts
+  // cannot pass it), given back when the client authenticates; a full window refuses outright.
+  // A client_id is public, so its full window must not lock out the real client: the right
+  // secret still works, a wrong one gets 429.
+  const giveBack = await deps.failures.holdAddress(ctx.clientAddress);
+  const clientWait = await deps.failures.wait(clientId);
   const failed = async () => {
-    await deps.failures.record(clientId, ctx.clientAddress);
+    await deps.failures.record(clientId);
     return clientWait > 0 ? tooManyFailures(clientWait) : refused();
   };
   if (clientId === undefined || secret === undefined) throw await failed();
@@ -74,6 +75,7 @@ export async function clientCredentialsGrant(
   const answer = await deps.clients.whileExists(clientId, async () => {
     const client = await deps.clients.authenticate(clientId, secret);
     if (client === undefined) throw await failed();
+    await giveBack();
     if (!client.grantTypes.includes("client_credentials")) {
       throw new RingfenceError("unauthorized_client", "this client may not use the client_credentials grant");
     }
@@ -107,40 +109,45 @@ export class AuthFailures {
     private readonly rules: { perClient: WindowRule; perAddress: WindowRule },
   ) {}
 
-  private windows(clientId: string | undefined, address: string | undefined): Window[][] {
-    // One hash tag per window: a client's and an address's failures live in different slots.
-    return [
-      clientId === undefined
-        ? []
-        : [
-            {
-              key: this.keys.key("rl", `client:${digest(clientId)}`, "token-failures"),
-              rule: this.rules.perClient,
-            },
-          ],
-      address === undefined
-        ? []
-        : [
-            {
-              key: this.keys.key("rl", `ip:${limitSubject(address)}`, "token-failures"),
-              rule: this.rules.perAddress,
-            },
-          ],
-    ];
+  private clientWindow(clientId: string): Window {
+    // A digest: a caller-chosen id shapes neither the key's length nor its hash tag.
+    return {
+      key: this.keys.key("rl", `client:${digest(clientId)}`, "token-failures"),
+      rule: this.rules.perClient,
+    };
   }
 
-  /** The ms until the client's (or the address's) failure window has room; 0 when it has. */
-  async wait(clientId: string | undefined, address: string | undefined): Promise<number> {
-    const member = randomUUID();
-    const waits = await Promise.all(
-      this.windows(clientId, address).map((w) => takeWindows(this.redis, w, member, "peek")),
-    );
-    return Math.max(0, ...waits.map((t) => t.waitMs));
+  private addressWindow(address: string): Window {
+    return {
+      key: this.keys.key("rl", `ip:${limitSubject(address)}`, "token-failures"),
+      rule: this.rules.perAddress,
+    };
   }
 
-  async record(clientId: string | undefined, address: string | undefined): Promise<void> {
+  /**
+   * Takes a place in the address's failure window, or throws 429 when it is full; resolves a
+   * function that gives the place back (the attempt succeeded).
+   */
+  async holdAddress(address: string | undefined): Promise<() => Promise<void>> {
+    if (address === undefined) return () => Promise.resolve();
+    const window = [this.addressWindow(address)];
     const member = randomUUID();
-    await Promise.all(this.windows(clientId, address).map((w) => takeWindows(this.redis, w, member, "add")));
+    const { waitMs } = await takeWindows(this.redis, window, member);
+    if (waitMs > 0) throw tooManyFailures(waitMs);
+    return async () => {
+      await takeWindows(this.redis, window, member, "remove");
+    };
+  }
+
+  /** The ms until the client's failure window has room; 0 when it has. */
+  async wait(clientId: string | undefined): Promise<number> {
+    if (clientId === undefined) return 0;
+    return (await takeWindows(this.redis, [this.clientWindow(clientId)], randomUUID(), "peek")).waitMs;
+  }
+
+  async record(clientId: string | undefined): Promise<void> {
+    if (clientId === undefined) return;
+    await takeWindows(this.redis, [this.clientWindow(clientId)], randomUUID(), "add");
   }
 }
 

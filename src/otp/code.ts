@@ -45,7 +45,8 @@ export interface Taken {
 /**
  * Takes one use of each window, all or none, atomically (the keys share one hash tag): `waitMs`
  * 0 when taken, else the milliseconds until a place frees (nothing is recorded then). `peek`
- * only looks; `add` records without looking (failures counted after the fact). The V1 send and
+ * only looks; `add` records without looking (failures counted after the fact); `remove` gives
+ * back the place `member` took. The V1 send and
  * retry scripts use the same window.lua functions inside their own scripts, since they decide
  * windows atomically with billing.
  */
@@ -53,7 +54,7 @@ export async function takeWindows(
   redis: RedisClient,
   windows: readonly Window[],
   member: string,
-  mode: "take" | "peek" | "add" = "take",
+  mode: "take" | "peek" | "add" | "remove" = "take",
 ): Promise<Taken> {
   const live = windows.filter((w) => w.rule !== null);
   if (live.length === 0) return { waitMs: 0, full: undefined };

@@ -1,11 +1,16 @@
 -- Takes one use of every window given, all or none (window.lua is prepended), or only looks
--- ("peek") or only records ("add", for counting failures after the fact).
+-- ("peek"), only records ("add", for counting failures after the fact), or gives a use back
+-- ("remove": a place taken before an attempt that then succeeded).
 -- KEYS: the windows, all under one hash tag. ARGV[1]: JSON {now, rules: [rule or null per key],
--- member, mode: "take" | "peek" | "add"}.
+-- member, mode: "take" | "peek" | "add" | "remove"}.
 -- Returns {0, 0} when there was room (and, unless peeking, the use is recorded), else {the ms
 -- until the full windows free a place, the position (1-based) of the first full window}; nothing
 -- is recorded then.
 local a = cjson.decode(ARGV[1])
+if a.mode == 'remove' then
+  for _, key in ipairs(KEYS) do redis.call('ZREM', key, a.member) end
+  return {0, 0}
+end
 local wait = 0
 local first = 0
 if a.mode ~= 'add' then
