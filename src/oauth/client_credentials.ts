@@ -64,8 +64,9 @@ export async function clientCredentialsGrant(
   // A client_id is public, so its full window must not lock out the real client: the right
   // secret still works, a wrong one gets 429.
   const giveBack = await deps.failures.holdAddress(ctx.clientAddress);
-  const clientWait = await deps.failures.wait(clientId);
   const failed = async () => {
+    // Only failures read the client's window: a success costs one round trip here, not three.
+    const clientWait = await deps.failures.wait(clientId);
     await deps.failures.record(clientId);
     return clientWait > 0 ? tooManyFailures(clientWait) : refused();
   };
@@ -75,7 +76,8 @@ export async function clientCredentialsGrant(
   const answer = await deps.clients.whileExists(clientId, async () => {
     const client = await deps.clients.authenticate(clientId, secret);
     if (client === undefined) throw await failed();
-    await giveBack();
+    // Off the answer path: a place not given back only counts as one more failure.
+    void giveBack().catch(() => undefined);
     if (!client.grantTypes.includes("client_credentials")) {
       throw new RingfenceError("unauthorized_client", "this client may not use the client_credentials grant");
     }
