@@ -4,28 +4,16 @@ import { SessionServiceClient } from "../src/gen/ringfence/session/v1/session_se
 import { loadConfig, ConfigError } from "../src/config.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
+import { PWD, reviewEntry } from "./support/stepup.js";
 
 type Json = Record<string, unknown>;
 
-const PWD = "svc:pwd:write";
 const FR_PREMIUM = "+33891234567";
 
 const PHONE_STEP_UP = {
   jwks_url: "",
   step_keys: [],
-  allowed_scopes: [
-    {
-      scope: PWD,
-      mode: "direct",
-      direct: {
-        identifier_types: ["phone_number"],
-        status: "review",
-        granted_for: 300,
-        grant_mode: "single-use",
-        steps: [{ order: 1, key: "verify_sms", expiration_duration: 300 }],
-      },
-    },
-  ],
+  allowed_scopes: [reviewEntry("phone_number", "verify_sms")],
 };
 
 /** One service with its SMS and email receivers, an app with the phone step-up configuration. */

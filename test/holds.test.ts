@@ -3,6 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { waitFor } from "./support/redis.js";
 import { expect } from "chai";
+import { fundedAccount, postSend } from "./support/v1.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { SmsReceiver, type SmsMessage } from "./support/receivers.js";
 import { HoldRecovery, STALE_AFTER_MS } from "../src/verify/holds.js";
@@ -39,14 +40,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
   });
 
   beforeEach(async () => {
-    const { account } = await app.registry.accounts.create({
-      name: "Holds",
-      balanceMicros: 10_000_000,
-      spendingLimitMicros: 1_000_000_000,
-      features: [],
-      regions: [],
-      senderIds: [],
-    });
+    const { account } = await fundedAccount(app.registry.accounts, "Holds");
     customer = account.customerUuid;
     sms.receiver.answer = () => 200;
   });
@@ -234,18 +228,10 @@ describe("V1 send whose provider does not answer in time", () => {
 
   it("answers 503 with Retry-After, then recovery re-sends the same reference and keeps the charge", async function () {
     this.timeout(20_000);
-    const { account, apiKey } = await app.registry.accounts.create({
-      name: "Slow provider",
-      balanceMicros: 10_000_000,
-      spendingLimitMicros: 1_000_000_000,
-      features: [],
-      regions: [],
-      senderIds: [],
-    });
-    const res = await fetch(`${app.baseUrl}/v1/authentication`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": apiKey },
-      body: JSON.stringify({ customer_uuid: account.customerUuid, phone_number: "+33699000111" }),
+    const { account, apiKey } = await fundedAccount(app.registry.accounts, "Slow provider");
+    const res = await postSend(app.baseUrl, apiKey, {
+      customer_uuid: account.customerUuid,
+      phone_number: "+33699000111",
     });
     expect(res.status).to.equal(503);
     expect(res.headers.get("retry-after")).to.equal("5");
@@ -262,17 +248,10 @@ describe("V1 send whose provider does not answer in time", () => {
     // The re-sends meet an overloaded provider twice: that says nothing about the first send.
     statusOf = (n) => (n === 1 || n === 2 ? 503 : 200);
     const seenBefore = new Set(accepted.keys());
-    const { account, apiKey } = await app.registry.accounts.create({
-      name: "Overloaded provider",
-      balanceMicros: 10_000_000,
-      spendingLimitMicros: 1_000_000_000,
-      features: [],
-      regions: [],
-    });
-    const res = await fetch(`${app.baseUrl}/v1/authentication`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": apiKey },
-      body: JSON.stringify({ customer_uuid: account.customerUuid, phone_number: "+33699000112" }),
+    const { account, apiKey } = await fundedAccount(app.registry.accounts, "Overloaded provider");
+    const res = await postSend(app.baseUrl, apiKey, {
+      customer_uuid: account.customerUuid,
+      phone_number: "+33699000112",
     });
     expect(res.status).to.equal(503);
     const holds = app.registry.verify.holdsKey(account.customerUuid);

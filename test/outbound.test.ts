@@ -5,7 +5,7 @@ import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_servi
 import { loadConfig, ConfigError } from "../src/config.js";
 import { createLogger, type Logger } from "../src/log.js";
 import { OutboundGuard, OutboundRefused } from "../src/net/outbound.js";
-import { sendRequest } from "./support/v1.js";
+import { fundedAccount, postSend, sendRequest } from "./support/v1.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
 import { testRedisUrl } from "./support/hooks.js";
 import { waitFor } from "./support/redis.js";
@@ -89,13 +89,7 @@ describe("outbound calls to caller-supplied URLs (OUTBOUND_ALLOWED_CIDRS)", () =
     this.timeout(30_000);
     listener = await Listener.start();
     app = await startTestApp({ OUTBOUND_ALLOWED_CIDRS: "" }, logs.log);
-    const { account, apiKey } = await app.registry.accounts.create({
-      name: "Guarded",
-      balanceMicros: 10_000_000,
-      spendingLimitMicros: 10_000_000,
-      features: [],
-      regions: [],
-    });
+    const { account, apiKey } = await fundedAccount(app.registry.accounts, "Guarded");
     customer = { uuid: account.customerUuid, key: apiKey };
     const made = await app.registry.apps.create("Guarded");
     appId = made.app.appId;
@@ -246,21 +240,11 @@ describe("outbound calls to caller-supplied URLs (OUTBOUND_ALLOWED_CIDRS)", () =
       WEBHOOK_BACKOFF_MAX_MS: "300",
     };
     const a = await startTestApp({ ...env, OUTBOUND_ALLOWED_CIDRS: "127.0.0.0/8,::1/128" });
-    const { account, apiKey } = await a.registry.accounts.create({
-      name: "Rebound",
-      balanceMicros: 10_000_000,
-      spendingLimitMicros: 10_000_000,
-      features: [],
-      regions: [],
-    });
-    const sent = await fetch(`${a.baseUrl}/v1/authentication`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": apiKey },
-      body: JSON.stringify({
-        customer_uuid: account.customerUuid,
-        phone_number: "+33612345004",
-        callback_url: `http://localhost:${target.port}/hook`,
-      }),
+    const { account, apiKey } = await fundedAccount(a.registry.accounts, "Rebound");
+    const sent = await postSend(a.baseUrl, apiKey, {
+      customer_uuid: account.customerUuid,
+      phone_number: "+33612345004",
+      callback_url: `http://localhost:${target.port}/hook`,
     });
     expect(sent.status).to.equal(200);
     await waitFor(() => Promise.resolve(target.connections >= 1));

@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { fundedAccount } from "./support/v1.js";
 import type { Metadata, ServiceError } from "@grpc/grpc-js";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_service.js";
@@ -22,13 +23,7 @@ interface Answer {
 async function setUp(redis: RedisServer) {
   const sms = await SmsReceiver.start();
   const app = await startTestApp({ REDIS_URL: redis.url, SMS_PROVIDER: "http", SMS_HTTP_URL: sms.url });
-  const { account, apiKey } = await app.registry.accounts.create({
-    name: "Outage",
-    balanceMicros: 10_000_000,
-    spendingLimitMicros: 10_000_000,
-    features: [],
-    regions: [],
-  });
+  const { account, apiKey } = await fundedAccount(app.registry.accounts, "Outage");
   const v1 = { "customer-uuid": account.customerUuid, "x-api-key": apiKey };
   const made = JSON.parse((await runCli(["apps", "create", "--name", "O"], cliEnv(app.config))).stdout) as {
     app_id: string;

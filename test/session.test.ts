@@ -6,6 +6,7 @@ import { StepUpServiceClient } from "../src/gen/ringfence/stepup/v1/stepup_servi
 import { verifyWebhook } from "../src/webhooks/signature.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
+import { PWD, reviewEntry } from "./support/stepup.js";
 
 type Json = Record<string, unknown>;
 
@@ -16,36 +17,11 @@ interface Tokens {
   scope: string;
 }
 
-const PWD = "svc:pwd:write";
-
 /** The specification's two-entry configuration: email with verify_email, phone with verify_sms. */
 const TWO_ENTRY_CONFIG = {
   jwks_url: "",
   step_keys: [],
-  allowed_scopes: [
-    {
-      scope: PWD,
-      mode: "direct",
-      direct: {
-        identifier_types: ["email_address"],
-        status: "review",
-        granted_for: 300,
-        grant_mode: "single-use",
-        steps: [{ order: 1, key: "verify_email", expiration_duration: 300 }],
-      },
-    },
-    {
-      scope: PWD,
-      mode: "direct",
-      direct: {
-        identifier_types: ["phone_number"],
-        status: "review",
-        granted_for: 300,
-        grant_mode: "single-use",
-        steps: [{ order: 1, key: "verify_sms", expiration_duration: 300 }],
-      },
-    },
-  ],
+  allowed_scopes: [reviewEntry("email_address", "verify_email"), reviewEntry("phone_number", "verify_sms")],
 };
 
 describe("sessions, step-up and password change", () => {

@@ -1,4 +1,5 @@
 import type { CreateAuthenticationRequest } from "../../src/gen/ringfence/verify/v1/verify_service.js";
+import type { AccountStore } from "../../src/accounts/store.js";
 
 /** A gRPC send-a-code request: every optional field empty unless given. */
 export function sendRequest(
@@ -20,4 +21,24 @@ export function sendRequest(
     locale: "",
     ...fields,
   };
+}
+
+/** An account with money to send: 10.00 by default, and a limit that never gets in the way. */
+export function fundedAccount(accounts: AccountStore, name: string, balanceMicros = 10_000_000) {
+  return accounts.create({
+    name,
+    balanceMicros,
+    spendingLimitMicros: 1_000_000_000,
+    features: [],
+    regions: [],
+  });
+}
+
+/** POST /v1/authentication over REST with an account's key. */
+export function postSend(baseUrl: string, apiKey: string, body: Record<string, unknown>): Promise<Response> {
+  return fetch(`${baseUrl}/v1/authentication`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": apiKey },
+    body: JSON.stringify(body),
+  });
 }
