@@ -17,6 +17,8 @@ import { blockList } from "./net/cidr.js";
 import { OutboundGuard } from "./net/outbound.js";
 import { createGateway } from "./gateway/gateway.js";
 import { v1ServiceOptions } from "./v1/deprecation.js";
+import { apiKeyAuthenticator, bodyCustomerUuid, customerAuthenticator } from "./accounts/authenticate.js";
+import { sessionAuthenticator } from "./session/tokens.js";
 import { VerifyServiceService } from "./gen/ringfence/verify/v1/verify_service.js";
 import { VerifyStore } from "./verify/store.js";
 import { recordReceipt, verifyHandlers, type VerifyDeps } from "./verify/service.js";
@@ -29,11 +31,19 @@ import { ClientStore } from "./oauth/clients.js";
 import { RedisSigningKeys } from "./oauth/keys/signing-keys.js";
 import { CachedKeySet } from "./oauth/keys/key-set.js";
 import { oauthHandlers } from "./oauth/service.js";
-import { AuthFailures } from "./oauth/client_credentials.js";
+import { AuthFailures } from "./oauth/client-credentials.js";
 import { OAuthServiceService } from "./gen/ringfence/oauth/v1/oauth_service.js";
 import { SessionServiceService } from "./gen/ringfence/session/v1/session_service.js";
 import { StepUpServiceService } from "./gen/ringfence/stepup/v1/stepup_service.js";
-import { AppWebhooks, appWebhookSecret, createAppWebhookHandler, isAppWebhookRef } from "./apps/webhooks.js";
+import {
+  APP_WEBHOOK_REF_KIND,
+  AppWebhooks,
+  appWebhookSecret,
+  createAppWebhookHandler,
+} from "./apps/webhooks.js";
+import { SecretResolvers } from "./webhooks/stream.js";
+import { addAppScopeHandler } from "./apps/handlers.js";
+import { ACCOUNT_SECRET_KIND } from "./accounts/account.js";
 import { createEmailProvider, type EmailProvider } from "./messaging/email.js";
 import { UserStore } from "./session/users.js";
 import { SessionStore } from "./session/sessions.js";
@@ -92,13 +102,11 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
   };
 }
 
-/** The secret that signs a webhook stream, from its `secret_ref` (`account:<customer_uuid>`). */
-async function webhookSecret(r: Registry, ref: string): Promise<string | undefined> {
-  if (isAppWebhookRef(ref)) return appWebhookSecret(r.redis, r.keys, r.secrets, ref);
-  const [kind, id] = ref.split(":", 2);
-  if (kind !== "account" || id === undefined) return undefined;
-  const account = await r.accounts.get(id);
-  return account === undefined ? undefined : r.secrets.decrypt(account.webhookSecretSealed);
+/** The owners of the secrets that sign webhook streams, by the kind of their `secret_ref`. */
+function secretResolvers(r: Registry): SecretResolvers {
+  return new SecretResolvers()
+    .register(ACCOUNT_SECRET_KIND, (customerUuid) => r.accounts.webhookSecret(customerUuid))
+    .register(APP_WEBHOOK_REF_KIND, (_id, ref) => appWebhookSecret(r.redis, r.keys, r.secrets, ref));
 }
 
 /** The parts that talk to the outside and run in the background: not built for one CLI command. */
@@ -118,7 +126,7 @@ export function openDelivery(r: Registry, gate?: ShutdownGate): Delivery {
       connection: () => createBlockingRedis(config),
       keys: r.keys,
       queuePrefix: `{${config.REDIS_KEY_PREFIX}bull}`,
-      resolveSecret: (ref) => webhookSecret(r, ref),
+      resolveSecret: secretResolvers(r).resolve,
       log,
       outbound: r.outbound,
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
@@ -180,15 +188,32 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     codes,
     events,
   };
+  // Who may call what: one authenticator per kind of caller, declared per method below.
+  const customer = customerAuthenticator(r.accounts, r.secrets, bodyCustomerUuid);
+  const user = sessionAuthenticator({ keySet, sessions: r.sessions, issuer: r.config.ISSUER_URL });
+  const app = r.apps.managementKey;
   return [
-    bindService(VerifyServiceService, verifyHandlers(verify), v1ServiceOptions(r.config, "verify")),
+    bindService(VerifyServiceService, verifyHandlers(verify), {
+      ...v1ServiceOptions(r.config, "verify"),
+      authenticators: {
+        createAuthentication: customer,
+        checkAuthentication: customer,
+        retryAuthentication: customer,
+        createFeedback: customer,
+        getAuthentication: apiKeyAuthenticator(r.accounts, r.secrets),
+      },
+    }),
     bindService(
       SessionServiceService,
-      sessionHandlers(
-        { ...session, signingKeys: r.signingKeys },
-        createAppWebhookHandler(r.apps, events, r.outbound),
-      ),
-      { dialect: "session" },
+      {
+        ...sessionHandlers({ ...session, signingKeys: r.signingKeys }),
+        createAppWebhook: createAppWebhookHandler(events, r.outbound),
+      },
+      {
+        dialect: "session",
+        successStatuses: { logout: 204, createAppWebhook: 201 },
+        authenticators: { logout: user, getMe: user, createAppWebhook: app },
+      },
     ),
     bindService(
       StepUpServiceService,
@@ -198,28 +223,49 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
         outbound: r.outbound,
         delegation: new DelegationClient({ keys: r.signingKeys, logger: r.log, fetch: r.outbound.fetch }),
       }),
-      { dialect: "session" },
+      {
+        dialect: "session",
+        successStatuses: { createStepUpConfig: 201, resetPassword: 204 },
+        authenticators: { createStepUpConfig: app, requestStepUp: user, resetPassword: user },
+      },
     ),
     bindService(
       OAuthServiceService,
-      oauthHandlers({
-        apps: r.apps,
-        clients: r.clients,
-        failures: new AuthFailures(r.redis, r.keys, {
-          perClient: r.config.TOKEN_FAILURES_CLIENT,
-          perAddress: r.config.TOKEN_FAILURES_IP,
+      {
+        ...oauthHandlers({
+          apps: r.apps,
+          clients: r.clients,
+          failures: new AuthFailures(r.redis, r.keys, {
+            perClient: r.config.TOKEN_FAILURES_CLIENT,
+            perAddress: r.config.TOKEN_FAILURES_IP,
+          }),
+          keys: r.signingKeys,
+          issuer: r.config.ISSUER_URL,
+          lifetimeSeconds: r.config.ACCESS_TOKEN_TTL_SECONDS,
+          events,
         }),
-        keys: r.signingKeys,
-        issuer: r.config.ISSUER_URL,
-        lifetimeSeconds: r.config.ACCESS_TOKEN_TTL_SECONDS,
-        events,
-      }),
-      { dialect: "session", methodDialects: { createToken: "oauth" } },
+        addAppScope: addAppScopeHandler(r.apps),
+      },
+      {
+        dialect: "session",
+        methodDialects: { createToken: "oauth" },
+        successStatuses: { createClient: 201, deleteClient: 204 },
+        // The token endpoint authenticates its client as part of the grant (RFC 6749 section
+        // 2.3, with its failure windows): createToken has no caller before it.
+        authenticators: { createClient: app, deleteClient: app, addAppScope: app },
+      },
     ),
     bindService(
       LookupServiceService,
       lookupHandlers({ accounts: r.accounts, secrets: r.secrets, data: r.lookupData }),
-      v1ServiceOptions(r.config, "lookup"),
+      {
+        ...v1ServiceOptions(r.config, "lookup"),
+        authenticators: {
+          lookupPhoneNumber: customerAuthenticator(r.accounts, r.secrets, (_req, ctx) =>
+            ctx.header("customer-uuid"),
+          ),
+        },
+      },
     ),
   ];
 }
@@ -245,6 +291,9 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   await preloadNumberData();
   // The first signing key exists before the first token; a wrong SECRETS_KEY fails here, not per call.
   await registry.signingKeys.current();
+  // Rotations by other instances or the CLI reach this one at once (a connection of its own).
+  const subscriber = createRedis(config);
+  const unwatch = await registry.signingKeys.watch(subscriber);
   const gate = new ShutdownGate();
   const delivery = openDelivery(registry, gate);
   await delivery.outbox.start();
@@ -257,6 +306,18 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     log,
   });
   holds.start();
+  // V1 read-backs find the account by its key: accounts stored before that index get their entry.
+  // In the background, so that a start never waits for a scan of the whole keyspace.
+  registry.accounts.indexApiKeys().then(
+    (indexed) => {
+      if (indexed > 0) log.info("API keys indexed", { accounts: indexed });
+    },
+    (err: unknown) => {
+      log.warn("API key index not completed; the next start completes it", {
+        error: err instanceof Error ? err.message : String(err),
+      });
+    },
+  );
   const bindings = services(registry, delivery);
   const contract = loadContract();
   const deps = { log, docsUrl: config.DOCS_URL };
@@ -359,12 +420,14 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
           delivery.sms.close().catch(() => undefined),
           delivery.email.close().catch(() => undefined),
         ]);
-        await redis.quit().catch(() => undefined);
+        await unwatch();
+        await Promise.all([redis.quit().catch(() => undefined), subscriber.quit().catch(() => undefined)]);
       })();
       if (!(await within(closing, deadlineMs - Date.now()))) {
         log.warn("shutdown grace period over before the outbox, providers and Redis closed");
         clean = false;
         redis.disconnect();
+        subscriber.disconnect();
       }
       log.info("ringfence stopped", { clean, tookMs: Date.now() - startedMs });
       return clean;

@@ -20,7 +20,7 @@ import { NewAppInput } from "./apps/app.js";
 import { isEmailAddress } from "./messaging/email.js";
 import { parseE164 } from "./lookup/numbers.js";
 import { checkPasswordPolicy, hashPassword } from "./stepup/password.js";
-import type { Identifier } from "./session/users.js";
+import type { Identifier } from "./session/identity.js";
 import { ImportError, IMPORT_COLUMNS, parseImport } from "./lookup/lookup-data.js";
 
 /** Bad input: one line on stderr, exit 2. */

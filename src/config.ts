@@ -1,20 +1,22 @@
 import { z } from "zod";
+import { parseHttpUrl } from "./net/validate.js";
 import { isMailbox } from "./messaging/email-provider.js";
 import { LINE_TYPES } from "./lookup/numbers.js";
 import { parseCidrs } from "./net/cidr.js";
 
 const port = z.coerce.number().int().min(0).max(65535);
+/** A setting holding a URL of one of `protocols` (redis:, smtp:, smpp:). */
 const url = (protocols: readonly string[]) =>
-  z.string().refine(
-    (v) => {
-      try {
-        return protocols.includes(new URL(v).protocol);
-      } catch {
-        return false;
-      }
-    },
-    `must be a URL (${protocols.join(" or ")})`,
-  );
+  z
+    .string()
+    .refine(
+      (v) => URL.canParse(v) && protocols.includes(new URL(v).protocol),
+      `must be a URL (${protocols.join(" or ")})`,
+    );
+
+/** A setting holding an http(s) URL. */
+const httpUrl = () =>
+  z.string().refine((v) => parseHttpUrl(v) !== undefined, "must be a URL (http: or https:)");
 
 /** `count/seconds`, e.g. `5/600` (at most 5 in 10 minutes); `off` disables the rule. */
 const window = z
@@ -94,8 +96,8 @@ const schema = z
       .string()
       .regex(/^[a-z0-9:_-]*$/, "may only hold a-z, 0-9, ':', '_' and '-'")
       .default("rf:"),
-    ISSUER_URL: url(["http:", "https:"]).default("http://127.0.0.1:8080"),
-    DOCS_URL: url(["http:", "https:"]).default("https://docs.ringfence.dev"),
+    ISSUER_URL: httpUrl().default("http://127.0.0.1:8080"),
+    DOCS_URL: httpUrl().default("https://docs.ringfence.dev"),
     SECRETS_KEY: z
       .string()
       .refine((v) => Buffer.from(v, "base64").length === 32, "must be 32 bytes in base64")
@@ -112,7 +114,7 @@ const schema = z
     CHANGE_PASSWORD_GRANT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
     STEP_UP_TOKEN_TTL_SECONDS: z.coerce.number().int().min(10).max(3_600).default(300),
     EMAIL_PROVIDER: z.enum(["log", "http", "smtp"]).default("log"),
-    EMAIL_HTTP_URL: url(["http:", "https:"]).optional(),
+    EMAIL_HTTP_URL: httpUrl().optional(),
     EMAIL_HTTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
     SMTP_URL: url(["smtp:", "smtps:"]).optional(),
     SMTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
@@ -124,9 +126,9 @@ const schema = z
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
     LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
 
-    // Message delivery (decisions section 3).
+    // Message delivery (docs/settings.md#message-delivery).
     SMS_PROVIDER: z.enum(["log", "http", "smpp"]).default("log"),
-    SMS_HTTP_URL: url(["http:", "https:"]).optional(),
+    SMS_HTTP_URL: httpUrl().optional(),
     SMS_HTTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
     SMPP_URL: url(["smpp:"]).optional(),
     SMS_FROM: z
@@ -157,7 +159,7 @@ const schema = z
     WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
     WEBHOOK_SWEEP_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
 
-    // One-time codes of the V1 verification (decisions section 4).
+    // One-time codes of the V1 verification (docs/settings.md#one-time-codes).
     OTP_LENGTH: z.coerce.number().int().min(4).max(10).default(6),
     OTP_TTL_SECONDS: z.coerce.number().int().min(30).max(86_400).default(600),
     OTP_MAX_CHECKS: z.coerce.number().int().min(1).max(100).default(5),
@@ -179,7 +181,7 @@ const schema = z
     SPAM_RANGE_BURST: window.default({ limit: 10, windowSeconds: 600 }),
     SPAM_RANGE_DIGITS: z.coerce.number().int().min(1).max(6).default(3),
 
-    // Abuse limits of the session service (decisions section 7): codes sent, codes checked and
+    // Abuse limits of the session service (docs/settings.md#session-abuse-limits): codes sent, codes checked and
     // failed client authentications per window.
     STEPUP_LIMIT_USER: window.default({ limit: 10, windowSeconds: 3_600 }),
     STEPUP_LIMIT_SESSION: window.default({ limit: 5, windowSeconds: 900 }),

@@ -6,14 +6,34 @@ import type { ZodError } from "zod";
  * and an HTTP status; the body shape depends on the API family (see `ErrorDialect`).
  */
 export const ERRORS = {
-  // V1 phone API (specification "Errors", decisions section 4).
+  // V1 phone API (docs/v1-errors.md#codes-answered-with-400): the original SDKs read an error body only from a
+  // 400 answer, so every code of their published list answers 400; the gRPC status keeps the
+  // meaning. The finer codes are the original API's, used wherever a condition matches one.
+  account_invalid: { grpc: GrpcStatus.UNAUTHENTICATED, http: 400 },
   invalid_phone_number: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
-  bad_request: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   unsupported_region: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
-  account_invalid: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
-  negative_balance: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 402 },
+  negative_balance: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 400 },
+  suspended_account: { grpc: GrpcStatus.PERMISSION_DENIED, http: 400 },
+  bad_request: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_auth_uuid: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  no_associated_auth_found: { grpc: GrpcStatus.NOT_FOUND, http: 400 },
+  invalid_template_id: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_sender_id: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  unauthorized_sender_id: { grpc: GrpcStatus.PERMISSION_DENIED, http: 400 },
+  invalid_app_realm: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  app_realm_require_device_type: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  unsupported_app_realm_device_type: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_device_id: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_device_model: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_os_version: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_app_version: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_feedback_status: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  duplicated_feedback_status: { grpc: GrpcStatus.ALREADY_EXISTS, http: 400 },
+  blocked_number: { grpc: GrpcStatus.PERMISSION_DENIED, http: 400 },
+  invalid_line: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  // V1 codes outside the SDKs' 400 list keep their own status, so strict clients see a plain
+  // HTTP error rather than a body they would refuse.
   spending_limit_exceeded: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 402 },
-  suspended_account: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
   internal_server_error: { grpc: GrpcStatus.INTERNAL, http: 500 },
   // V1 switched off after its sunset (V1_AFTER_SUNSET=gone).
   gone: { grpc: GrpcStatus.UNIMPLEMENTED, http: 410 },
@@ -23,9 +43,9 @@ export const ERRORS = {
   payload_too_large: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 413 },
   unsupported_media_type: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 415 },
   unavailable: { grpc: GrpcStatus.UNAVAILABLE, http: 503 },
-  // Session service management calls: a missing or wrong management key (decisions section 5).
+  // Session service management calls: a missing or wrong management key (docs/session-api.md#session-errors).
   unauthorized: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
-  // Session service (decisions section 5): `{code, message}` bodies.
+  // Session service (docs/session-api.md#session-errors): `{code, message}` bodies.
   invalid_token: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
   insufficient_scope: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
   scope_not_allowed: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
@@ -35,7 +55,7 @@ export const ERRORS = {
   too_many_attempts: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429 },
   // A login or step-up SMS to a number the spam rules refuse (premium-rate, disposable, bursts).
   spam_detected: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
-  // Token endpoint, RFC 6749 section 5.2 (decisions section 5).
+  // Token endpoint, RFC 6749 section 5.2 (docs/session-api.md#token-errors).
   invalid_request: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   invalid_client: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
   invalid_grant: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
@@ -46,16 +66,40 @@ export const ERRORS = {
 
 export type ErrorCode = keyof typeof ERRORS;
 
-/** The V1 codes of the specification's error enum, plus the decided `bad_request` extension. */
+/**
+ * The codes of the original SDKs' published error list that V1 answers with 400 (decisions
+ * section 4, revised). `internal_server_error` is in the SDKs' list too, but keeps 500.
+ */
 export const V1_ERROR_CODES = [
   "account_invalid",
-  "internal_server_error",
   "invalid_phone_number",
-  "negative_balance",
-  "spending_limit_exceeded",
-  "suspended_account",
   "unsupported_region",
+  "negative_balance",
+  "suspended_account",
   "bad_request",
+  "invalid_auth_uuid",
+  "no_associated_auth_found",
+  "invalid_template_id",
+  "invalid_sender_id",
+  "unauthorized_sender_id",
+  "invalid_app_realm",
+  "app_realm_require_device_type",
+  "unsupported_app_realm_device_type",
+  "invalid_device_id",
+  "invalid_device_model",
+  "invalid_os_version",
+  "invalid_app_version",
+  "invalid_feedback_status",
+  "duplicated_feedback_status",
+  "blocked_number",
+  "invalid_line",
+] as const satisfies readonly ErrorCode[];
+
+/** V1 codes with a status of their own (docs/v1-errors.md#codes-with-their-own-status). */
+export const V1_OTHER_CODES = [
+  "spending_limit_exceeded",
+  "gone",
+  "internal_server_error",
 ] as const satisfies readonly ErrorCode[];
 
 /** The RFC 6749 section 5.2 error codes of the token endpoint. */
@@ -89,20 +133,23 @@ export class RingfenceError extends Error {
 }
 
 /**
- * A request field that broke a rule: 400 `bad_request`, the message starting with the field as
- * callers spell it, and `field` in session-family bodies.
+ * A request field that broke a rule: 400 `bad_request` (or the finer code given), the message
+ * starting with the field as callers spell it, and `field` in session-family bodies.
  */
-export function badField(field: string, message: string): RingfenceError {
-  return new RingfenceError("bad_request", `${field}: ${message}`, {}, { field });
+export function badField(field: string, message: string, code: ErrorCode = "bad_request"): RingfenceError {
+  return new RingfenceError(code, `${field}: ${message}`, {}, { field });
 }
 
-/** The first issue of a failed zod parse of a decoded request, its path in snake_case. */
-export function badInput(error: ZodError): RingfenceError {
+/**
+ * The first issue of a failed zod parse of a decoded request, its path in snake_case; `codes`
+ * names the finer code of a field, when its API has one.
+ */
+export function badInput(error: ZodError, codes: Readonly<Record<string, ErrorCode>> = {}): RingfenceError {
   const issue = error.issues[0];
   const field = (issue?.path ?? [])
     .map((p) => String(p).replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`))
     .join(".");
-  return badField(field, issue?.message ?? "is invalid");
+  return badField(field, issue?.message ?? "is invalid", codes[field]);
 }
 
 /** The most of one input value that a message quotes (see `quote`). */
@@ -133,14 +180,19 @@ export interface WireError {
   headers: Record<string, string>;
 }
 
-/** Codes whose V1 body code differs from the internal one (V1 has a closed enum). */
-const V1_BODY_CODE: Partial<Record<ErrorCode, string>> = {
-  unavailable: "internal_server_error",
-  not_found: "bad_request",
-  method_not_allowed: "bad_request",
-  payload_too_large: "bad_request",
-  unsupported_media_type: "bad_request",
-};
+/**
+ * The code and HTTP status of a V1 body. V1's codes are a closed list: a shared code (a route
+ * that does not exist, a body too large, Redis out of reach) takes the V1 code that says as much,
+ * and with it that code's status, except that an outage keeps its 503.
+ */
+function v1Answer(code: ErrorCode): { code: string; http: number } {
+  const own: readonly string[] = [...V1_ERROR_CODES, ...V1_OTHER_CODES];
+  if (own.includes(code)) return { code, http: ERRORS[code].http };
+  if (code === "unavailable") return { code: "internal_server_error", http: ERRORS.unavailable.http };
+  if (ERRORS[code].http >= 500)
+    return { code: "internal_server_error", http: ERRORS.internal_server_error.http };
+  return { code: "bad_request", http: ERRORS.bad_request.http };
+}
 
 /** What other codes become at the token endpoint, whose error codes are RFC 6749's. */
 const OAUTH_BODY_CODE: Partial<Record<ErrorCode, string>> = {
@@ -156,12 +208,14 @@ const OAUTH_BODY_CODE: Partial<Record<ErrorCode, string>> = {
  */
 export function toWire(err: unknown, dialect: ErrorDialect, docsUrl: string): WireError {
   const e = asRingfenceError(err);
-  const { grpc, http } = ERRORS[e.code];
+  const { grpc } = ERRORS[e.code];
+  let http: number = ERRORS[e.code].http;
   const message = clip(e.message, MAX_MESSAGE_CHARS);
   let body: Record<string, unknown>;
   if (dialect === "v1") {
-    const code = V1_BODY_CODE[e.code] ?? e.code;
-    body = { code, message, doc_url: `${docsUrl}/errors#${code}` };
+    const answer = v1Answer(e.code);
+    http = answer.http;
+    body = { code: answer.code, message, doc_url: `${docsUrl}/errors#${answer.code}` };
   } else if (dialect === "oauth") {
     const oauth = (OAUTH_ERROR_CODES as readonly string[]).includes(e.code);
     body = {

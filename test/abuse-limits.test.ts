@@ -3,10 +3,9 @@ import { status } from "@grpc/grpc-js";
 import { SessionServiceClient } from "../src/gen/ringfence/session/v1/session_service.js";
 import { loadConfig, ConfigError } from "../src/config.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
+import { rest, type Json } from "./support/rest.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
 import { PWD, reviewEntry } from "./support/stepup.js";
-
-type Json = Record<string, unknown>;
 
 const FR_PREMIUM = "+33891234567";
 
@@ -54,16 +53,8 @@ class Rig {
     await this.mail.close();
   }
 
-  async call(method: string, path: string, body?: unknown, bearer?: string) {
-    const headers: Record<string, string> = { "content-type": "application/json" };
-    if (bearer !== undefined) headers.authorization = `Bearer ${bearer}`;
-    const res = await fetch(`${this.app.baseUrl}${path}`, {
-      method,
-      headers,
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, headers: res.headers, body: (text === "" ? {} : JSON.parse(text)) as Json };
+  call(method: string, path: string, body?: unknown, bearer?: string) {
+    return rest(this.app.baseUrl).call(method, path, { body, bearer });
   }
 
   smsTo(phone: string): number {
@@ -533,14 +524,10 @@ describe("abuse limits of the session service", () => {
       return { id: made.body.client_id as string, secret: made.body.client_secret as string };
     }
 
-    const token = async (r: Rig, id: string, secret: string) => {
-      const res = await fetch(`${r.app.baseUrl}/v1/session/oauth/token`, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams({ grant_type: "client_credentials", client_id: id, client_secret: secret }),
+    const token = (r: Rig, id: string, secret: string) =>
+      rest(r.app.baseUrl).call("POST", "/v1/session/oauth/token", {
+        form: { grant_type: "client_credentials", client_id: id, client_secret: secret },
       });
-      return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
-    };
 
     it("answers wrong secrets 429 once a client's failures fill TOKEN_FAILURES_CLIENT, and still serves the right one", async () => {
       const c = await client(rig);

@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cliEnv, runCli, startTestApp, type TestApp } from "./support/app.js";
+import { rest } from "./support/rest.js";
 
 describe("ringfence CLI", function () {
   // Each command is a fresh Node process compiling TypeScript: seconds apiece on a loaded machine.
@@ -46,11 +47,12 @@ describe("ringfence CLI", function () {
       "FR,US",
     ]);
     expect(Object.keys(created).sort()).to.deep.equal(["api_key", "customer_uuid", "webhook_secret"]);
-    const res = await fetch(`${app.baseUrl}/v1/lookup/+33612345678`, {
-      headers: { "customer-uuid": String(created.customer_uuid), "x-api-key": String(created.api_key) },
+    const res = await rest(app.baseUrl).get("/v1/lookup/+33612345678", {
+      "customer-uuid": String(created.customer_uuid),
+      "x-api-key": String(created.api_key),
     });
     expect(res.status).to.equal(200);
-    expect(await res.json()).to.include({ country_code: "FR", line_type: "Mobile", mcc: "208" });
+    expect(res.body).to.include({ country_code: "FR", line_type: "Mobile", mcc: "208" });
   });
 
   it("shows an account without its secrets, and never stores them in clear", async () => {
@@ -171,14 +173,14 @@ describe("ringfence CLI", function () {
     );
     expect(await ok(["lookup-data", "import", file])).to.deep.equal({ imported: 2 });
     const headers = { "customer-uuid": String(created.customer_uuid), "x-api-key": String(created.api_key) };
-    const a = await fetch(`${app.baseUrl}/v1/lookup/+33612345679?type=cnam`, { headers });
-    expect(await a.json()).to.include({
+    const a = await rest(app.baseUrl).get("/v1/lookup/+33612345679?type=cnam", headers);
+    expect(a.body).to.include({
       number_ported: true,
       caller_name: "Paul Durand",
       temporary_phone_number: false,
     });
-    const b = await fetch(`${app.baseUrl}/v1/lookup/+33612345680`, { headers });
-    expect(await b.json()).to.include({
+    const b = await rest(app.baseUrl).get("/v1/lookup/+33612345680", headers);
+    expect(b.body).to.include({
       number_ported: false,
       temporary_phone_number: true,
       line_type: "PayPhone",

@@ -3,6 +3,7 @@ import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_servi
 import { startRedisCluster, type RedisCluster } from "./support/redis.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
 import { SmsReceiver } from "./support/receivers.js";
+import { basicAuth, rest } from "./support/rest.js";
 
 describe("on a Redis Cluster", () => {
   let cluster: RedisCluster;
@@ -25,15 +26,8 @@ describe("on a Redis Cluster", () => {
     await sms.close();
   });
 
-  async function post(path: string, body: unknown, headers: Record<string, string> = {}) {
-    const res = await fetch(`${app.baseUrl}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...headers },
-      body: JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, body: (text === "" ? {} : JSON.parse(text)) as Record<string, unknown> };
-  }
+  const post = (path: string, body: unknown, headers?: Record<string, string>) =>
+    rest(app.baseUrl).post(path, body, headers);
 
   it("sends, checks and bills a V1 code, whose scripts keep to the customer's slot", async () => {
     const { account, apiKey } = await app.registry.accounts.create({
@@ -68,6 +62,29 @@ describe("on a Redis Cluster", () => {
     expect((await app.registry.accounts.get(account.customerUuid))?.balanceMicros).to.equal(950_000);
   });
 
+  it("gives accounts on every primary their API key index entry, so read-backs by key find them", async () => {
+    const made = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        app.registry.accounts.create({
+          name: `Indexed ${String(i)}`,
+          balanceMicros: 0,
+          spendingLimitMicros: 0,
+          features: [],
+          regions: [],
+        }),
+      ),
+    );
+    // As accounts stored before the index existed: their entries spread over the three primaries.
+    for (const { account } of made) {
+      await app.registry.redis.del(app.registry.keys.key("apikey", account.apiKeyHash));
+    }
+    expect(await app.registry.accounts.indexApiKeys()).to.equal(12);
+    for (const { account, apiKey } of made) {
+      expect((await app.registry.accounts.findByApiKey(apiKey))?.customerUuid).to.equal(account.customerUuid);
+    }
+    expect(await app.registry.accounts.indexApiKeys()).to.equal(0);
+  });
+
   it("issues server tokens, opens sessions and changes a password", async () => {
     const made = JSON.parse((await runCli(["apps", "create", "--name", "C"], cliEnv(app.config))).stdout) as {
       app_id: string;
@@ -79,13 +96,9 @@ describe("on a Redis Cluster", () => {
       { authorization: `Bearer ${made.management_api_key}` },
     );
     expect(client.status).to.equal(201);
-    const basic = Buffer.from(
-      `${String(client.body.client_id)}:${String(client.body.client_secret)}`,
-    ).toString("base64");
-    const token = await fetch(`${app.baseUrl}/v1/session/oauth/token`, {
-      method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded", authorization: `Basic ${basic}` },
-      body: "grant_type=client_credentials",
+    const token = await rest(app.baseUrl).call("POST", "/v1/session/oauth/token", {
+      form: { grant_type: "client_credentials" },
+      headers: basicAuth(String(client.body.client_id), String(client.body.client_secret)),
     });
     expect(token.status).to.equal(200);
 
@@ -138,9 +151,9 @@ describe("on a Redis Cluster", () => {
     const first = made[0];
     if (first === undefined) throw new Error("no account");
     const headers = { "customer-uuid": first.account.customerUuid, "x-api-key": first.apiKey };
-    const res = await fetch(`${app.baseUrl}/v1/lookup/+33612345678?type=cnam`, { headers });
+    const res = await rest(app.baseUrl).get("/v1/lookup/+33612345678?type=cnam", headers);
     expect(res.status).to.equal(200);
-    expect(await res.json()).to.include({ country_code: "FR", mcc: "208", caller_name: "Cluster Name" });
+    expect(res.body).to.include({ country_code: "FR", mcc: "208", caller_name: "Cluster Name" });
 
     const client = new LookupServiceClient(app.grpcAddress, insecure);
     const { err, res: answer } = await unary(

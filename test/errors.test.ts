@@ -11,34 +11,47 @@ import {
   RingfenceError,
   toWire,
   V1_ERROR_CODES,
+  V1_OTHER_CODES,
 } from "../src/errors.js";
+import { CODES_ANSWERED_400 } from "./support/ding-contract.js";
 
 const DOCS = "https://docs.example";
 
 describe("error mapping", () => {
-  it("knows every V1 error code of the specification, plus the decided bad_request", () => {
-    expect([...V1_ERROR_CODES].sort()).to.deep.equal(
-      [
-        "account_invalid",
-        "internal_server_error",
-        "invalid_phone_number",
-        "negative_balance",
-        "spending_limit_exceeded",
-        "suspended_account",
-        "unsupported_region",
-        "bad_request",
-      ].sort(),
-    );
+  it("answers 400 for exactly the original SDKs' error codes but internal_server_error (decisions section 4)", () => {
+    expect([...V1_ERROR_CODES].sort()).to.deep.equal([...CODES_ANSWERED_400].sort());
+    expect([...V1_OTHER_CODES].sort()).to.deep.equal([
+      "gone",
+      "internal_server_error",
+      "spending_limit_exceeded",
+    ]);
   });
 
   const decided: [string, number, status][] = [
+    ["account_invalid", 400, status.UNAUTHENTICATED],
     ["invalid_phone_number", 400, status.INVALID_ARGUMENT],
-    ["bad_request", 400, status.INVALID_ARGUMENT],
     ["unsupported_region", 400, status.INVALID_ARGUMENT],
-    ["account_invalid", 401, status.UNAUTHENTICATED],
-    ["negative_balance", 402, status.FAILED_PRECONDITION],
+    ["negative_balance", 400, status.FAILED_PRECONDITION],
+    ["suspended_account", 400, status.PERMISSION_DENIED],
+    ["bad_request", 400, status.INVALID_ARGUMENT],
+    ["invalid_auth_uuid", 400, status.INVALID_ARGUMENT],
+    ["no_associated_auth_found", 400, status.NOT_FOUND],
+    ["invalid_template_id", 400, status.INVALID_ARGUMENT],
+    ["invalid_sender_id", 400, status.INVALID_ARGUMENT],
+    ["unauthorized_sender_id", 400, status.PERMISSION_DENIED],
+    ["invalid_app_realm", 400, status.INVALID_ARGUMENT],
+    ["app_realm_require_device_type", 400, status.INVALID_ARGUMENT],
+    ["unsupported_app_realm_device_type", 400, status.INVALID_ARGUMENT],
+    ["invalid_device_id", 400, status.INVALID_ARGUMENT],
+    ["invalid_device_model", 400, status.INVALID_ARGUMENT],
+    ["invalid_os_version", 400, status.INVALID_ARGUMENT],
+    ["invalid_app_version", 400, status.INVALID_ARGUMENT],
+    ["invalid_feedback_status", 400, status.INVALID_ARGUMENT],
+    ["duplicated_feedback_status", 400, status.ALREADY_EXISTS],
+    ["blocked_number", 400, status.PERMISSION_DENIED],
+    ["invalid_line", 400, status.INVALID_ARGUMENT],
     ["spending_limit_exceeded", 402, status.FAILED_PRECONDITION],
-    ["suspended_account", 403, status.PERMISSION_DENIED],
+    ["gone", 410, status.UNIMPLEMENTED],
     ["internal_server_error", 500, status.INTERNAL],
   ];
   for (const [code, http, grpc] of decided) {
@@ -47,6 +60,28 @@ describe("error mapping", () => {
       const wire = toWire(new RingfenceError(code as keyof typeof ERRORS, "why"), "v1", DOCS);
       expect(wire).to.deep.include({ httpStatus: http, grpcStatus: grpc, message: "why" });
       expect(wire.body).to.deep.equal({ code, message: "why", doc_url: `${DOCS}/errors#${code}` });
+    });
+  }
+
+  it("names every V1 code in the table above", () => {
+    expect(decided.map(([code]) => code).sort()).to.deep.equal([...V1_ERROR_CODES, ...V1_OTHER_CODES].sort());
+  });
+
+  const shared: [string, number][] = [
+    ["not_found", 400],
+    ["method_not_allowed", 400],
+    ["payload_too_large", 400],
+    ["unsupported_media_type", 400],
+    ["too_many_attempts", 400],
+    ["unavailable", 503],
+  ];
+  for (const [code, http] of shared) {
+    it(`answers the shared ${code} in V1's closed list of codes, with HTTP ${http}`, () => {
+      const wire = toWire(new RingfenceError(code as keyof typeof ERRORS, "why"), "v1", DOCS);
+      const v1 = http === 503 ? "internal_server_error" : "bad_request";
+      expect([wire.httpStatus, wire.body.code]).to.deep.equal([http, v1]);
+      // The gRPC status keeps the meaning.
+      expect(wire.grpcStatus).to.equal(ERRORS[code as keyof typeof ERRORS].grpc);
     });
   }
 

@@ -8,6 +8,7 @@ import {
 } from "../src/gen/ringfence/lookup/v1/lookup_service.js";
 import { signAccessToken } from "../src/oauth/keys/signing-keys.js";
 import { insecure, metadata, startTestApp, type TestApp } from "./support/app.js";
+import { rest } from "./support/rest.js";
 
 const FR_MOBILE = "+33612345678";
 
@@ -169,35 +170,35 @@ describe("input hardening: bounded errors, undecodable and oversized gRPC messag
 
   describe("over REST", () => {
     it("answers a 10 KB phone_number in POST /v1/authentication with invalid_phone_number and a short message", async () => {
-      const res = await fetch(`${app.baseUrl}/v1/authentication`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "x-api-key": customer.key },
-        body: JSON.stringify({ customer_uuid: customer.uuid, phone_number: longNumber(10_000) }),
-      });
+      const res = await rest(app.baseUrl).post(
+        "/v1/authentication",
+        { customer_uuid: customer.uuid, phone_number: longNumber(10_000) },
+        { "x-api-key": customer.key },
+      );
       expect(res.status).to.equal(400);
-      const text = await res.text();
-      expect(text.length).to.be.below(600);
-      const body = JSON.parse(text) as { code: string; message: string };
+      expect(res.text.length).to.be.below(600);
+      const body = res.body as { code: string; message: string };
       expect(body.code).to.equal("invalid_phone_number");
       expect(body.message).to.match(/^"\+33612222.*" is not a valid E\.164 phone number$/);
       expect(body.message.length).to.be.below(300);
     });
 
     it("answers a 10 KB phone_number in the lookup path with invalid_phone_number and a short message", async () => {
-      const res = await fetch(`${app.baseUrl}/v1/lookup/${encodeURIComponent(longNumber(10_000))}`, {
-        headers: { "customer-uuid": customer.uuid, "x-api-key": customer.key },
+      const res = await rest(app.baseUrl).get(`/v1/lookup/${encodeURIComponent(longNumber(10_000))}`, {
+        "customer-uuid": customer.uuid,
+        "x-api-key": customer.key,
       });
       expect(res.status).to.equal(400);
-      const body = (await res.json()) as { code: string; message: string };
+      const body = res.body as { code: string; message: string };
       expect(body.code).to.equal("invalid_phone_number");
       expect(body.message).to.match(/^"\+33612222/);
       expect(body.message.length).to.be.below(300);
     });
 
     it("answers a path of 10 KB that matches no route with a short message", async () => {
-      const res = await fetch(`${app.baseUrl}/v1/${"x".repeat(10_000)}`);
-      expect(res.status).to.equal(404);
-      const body = (await res.json()) as { message: string };
+      const res = await rest(app.baseUrl).get(`/v1/${"x".repeat(10_000)}`);
+      expect(res.status).to.equal(400);
+      const body = res.body as { message: string };
       expect(body.message).to.match(/^no such path: \/v1\/xxx/);
       expect(body.message.length).to.be.below(300);
     });
@@ -284,14 +285,8 @@ describe("input hardening: bounded errors, undecodable and oversized gRPC messag
     }
 
     async function me(bearer: string) {
-      const res = await fetch(`${app.baseUrl}/v1/session/me`, {
-        headers: { authorization: `Bearer ${bearer}` },
-      });
-      return {
-        status: res.status,
-        challenge: res.headers.get("www-authenticate"),
-        body: (await res.json()) as Record<string, unknown>,
-      };
+      const res = await rest(app.baseUrl).call("GET", "/v1/session/me", { bearer });
+      return { status: res.status, challenge: res.headers.get("www-authenticate"), body: res.body };
     }
 
     it("serves a token with exp, iat and aud equal to its app_id", async () => {

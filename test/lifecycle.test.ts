@@ -5,6 +5,7 @@ import { Redis } from "ioredis";
 import { HealthClient } from "./support/health.js";
 import { freePort, startRedis, waitFor, type RedisServer } from "./support/redis.js";
 import { insecure, startTestApp, TEST_SECRETS_KEY, type TestApp } from "./support/app.js";
+import { rest } from "./support/rest.js";
 
 const FR_MOBILE = "+33612345678";
 
@@ -35,13 +36,14 @@ describe("service lifecycle", () => {
     });
 
     it("answers V1 calls with 503, Retry-After and the V1 body, turns /readyz and gRPC health to not serving", async () => {
-      expect((await fetch(`${app.baseUrl}/v1/lookup/${FR_MOBILE}`, { headers })).status).to.equal(200);
+      const lookup = () => rest(app.baseUrl).get(`/v1/lookup/${FR_MOBILE}`, headers);
+      expect((await lookup()).status).to.equal(200);
       await redis.stop();
-      const res = await fetch(`${app.baseUrl}/v1/lookup/${FR_MOBILE}`, { headers });
+      const res = await lookup();
       expect(res.status).to.equal(503);
       expect(res.headers.get("retry-after")).to.match(/^\d+$/);
       expect(res.headers.get("deprecation")).to.equal("@1761955200");
-      const body = (await res.json()) as Record<string, string>;
+      const body = res.body as Record<string, string>;
       expect(body.code).to.equal("internal_server_error");
       expect(body.message).to.not.include("ECONNREFUSED");
       expect((await fetch(`${app.baseUrl}/readyz`)).status).to.equal(503);
@@ -69,10 +71,10 @@ describe("service lifecycle", () => {
 
     it("answers every V1 call with 410 and the V1 error body", async () => {
       const headers = await customerOf(app);
-      const res = await fetch(`${app.baseUrl}/v1/lookup/${FR_MOBILE}`, { headers });
+      const res = await rest(app.baseUrl).get(`/v1/lookup/${FR_MOBILE}`, headers);
       expect(res.status).to.equal(410);
       expect(res.headers.get("sunset")).to.equal("Wed, 01 Apr 2026 00:00:00 GMT");
-      expect(await res.json()).to.include({ code: "gone" });
+      expect(res.body).to.include({ code: "gone" });
     });
   });
 
@@ -104,13 +106,15 @@ describe("service lifecycle", () => {
         // The lookup authenticates against Redis, which DEBUG SLEEP holds for a second: the call is in flight.
         const sleeping = admin.call("DEBUG", "SLEEP", "1");
         await new Promise((r) => setTimeout(r, 100));
-        const inFlight = fetch(`${base}/v1/lookup/${FR_MOBILE}`, {
-          headers: { "customer-uuid": "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10", "x-api-key": "k" },
+        const inFlight = rest(base).get(`/v1/lookup/${FR_MOBILE}`, {
+          "customer-uuid": "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10",
+          "x-api-key": "k",
         });
         await new Promise((r) => setTimeout(r, 200));
         child.kill("SIGTERM");
         const res = await inFlight;
-        expect(res.status, "the call in flight is answered, not cut").to.equal(401);
+        expect(res.status, "the call in flight is answered, not cut").to.equal(400);
+        expect(res.body.code).to.equal("account_invalid");
         expect(await exited).to.equal(0);
         expect(log).to.include("SIGTERM received");
         expect(log).to.include("ringfence stopped");

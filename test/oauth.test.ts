@@ -4,8 +4,7 @@ import * as oauth from "oauth4webapi";
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
 import { OAuthServiceClient } from "../src/gen/ringfence/oauth/v1/oauth_service.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
-
-type Json = Record<string, unknown>;
+import { basicAuth, rest, type Json } from "./support/rest.js";
 
 interface AppCreds {
   appId: string;
@@ -32,17 +31,8 @@ describe("server tokens (OAuth client credentials)", () => {
     await app.stop();
   });
 
-  async function manage(method: string, path: string, body?: unknown, who: AppCreds | null = owner) {
-    const headers: Record<string, string> = { "content-type": "application/json" };
-    if (who !== null) headers.authorization = `Bearer ${who.key}`;
-    const res = await fetch(`${app.baseUrl}${path}`, {
-      method,
-      headers,
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, headers: res.headers, body: (text === "" ? {} : JSON.parse(text)) as Json };
-  }
+  const manage = (method: string, path: string, body?: unknown, who: AppCreds | null = owner) =>
+    rest(app.baseUrl).call(method, path, { body, bearer: who?.key });
 
   async function newClient(
     scopes: string[] = ["billing:read", "billing:write"],
@@ -64,22 +54,17 @@ describe("server tokens (OAuth client credentials)", () => {
     return { clientId: String(r.body.client_id), secret: String(r.body.client_secret) };
   }
 
-  async function token(
+  function token(
     form: Record<string, string>,
     opts: { basic?: ClientCreds; contentType?: string; raw?: string } = {},
   ) {
-    const headers: Record<string, string> = {
-      "content-type": opts.contentType ?? "application/x-www-form-urlencoded",
-    };
-    if (opts.basic !== undefined) {
-      headers.authorization = `Basic ${Buffer.from(`${opts.basic.clientId}:${opts.basic.secret}`).toString("base64")}`;
-    }
-    const res = await fetch(`${app.baseUrl}/v1/session/oauth/token`, {
-      method: "POST",
-      headers,
-      body: opts.raw ?? new URLSearchParams(form).toString(),
+    return rest(app.baseUrl).call("POST", "/v1/session/oauth/token", {
+      raw: opts.raw ?? new URLSearchParams(form).toString(),
+      headers: {
+        "content-type": opts.contentType ?? "application/x-www-form-urlencoded",
+        ...(opts.basic === undefined ? {} : basicAuth(opts.basic.clientId, opts.basic.secret)),
+      },
     });
-    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
   }
 
   function expectOAuthError(
@@ -244,10 +229,9 @@ describe("server tokens (OAuth client credentials)", () => {
       const r = await token({ grant_type: "client_credentials" }, { basic: { ...c, secret: "rfs_wrong" } });
       expectOAuthError(r, 401, "invalid_client");
       expect(r.headers.get("www-authenticate")).to.equal('Basic realm="ringfence"');
-      const garbage = await fetch(`${app.baseUrl}/v1/session/oauth/token`, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded", authorization: "Basic !!!" },
-        body: "grant_type=client_credentials",
+      const garbage = await rest(app.baseUrl).call("POST", "/v1/session/oauth/token", {
+        form: { grant_type: "client_credentials" },
+        headers: { authorization: "Basic !!!" },
       });
       expect(garbage.status).to.equal(401);
       expect(garbage.headers.get("www-authenticate")).to.equal('Basic realm="ringfence"');
@@ -308,7 +292,7 @@ describe("server tokens (OAuth client credentials)", () => {
       const set = jwks();
       await jwtVerify(String(before.body.access_token), set, { issuer: issuer(), audience: owner.appId });
       await jwtVerify(String(after.body.access_token), set, { issuer: issuer(), audience: owner.appId });
-      const published = (await (await fetch(`${issuer()}/.well-known/jwks.json`)).json()) as { keys: Json[] };
+      const published = (await rest(issuer()).get("/.well-known/jwks.json")).body as { keys: Json[] };
       expect(published.keys.map((k) => k.kid)).to.deep.equal([kid, oldKid]);
       for (const k of published.keys) {
         expect(Object.keys(k).sort()).to.deep.equal(["alg", "crv", "kid", "kty", "use", "x", "y"]);
@@ -451,7 +435,7 @@ describe("server tokens (OAuth client credentials)", () => {
     it("issues a token from the raw form and HTTP Basic in metadata, and maps errors to the RFC 6749 body", async () => {
       const c = await newClient();
       const client = new OAuthServiceClient(app.grpcAddress, insecure);
-      const basic = `Basic ${Buffer.from(`${c.clientId}:${c.secret}`).toString("base64")}`;
+      const { authorization: basic } = basicAuth(c.clientId, c.secret);
       const httpBody = (form: string) => ({
         contentType: "application/x-www-form-urlencoded",
         data: Buffer.from(form),
@@ -471,7 +455,7 @@ describe("server tokens (OAuth client credentials)", () => {
       const bad = await unary(
         client.createToken.bind(client),
         { httpBody: httpBody("grant_type=client_credentials") },
-        metadata({ authorization: `Basic ${Buffer.from(`${c.clientId}:wrong`).toString("base64")}` }),
+        metadata(basicAuth(c.clientId, "wrong")),
       );
       expect(bad.err?.code).to.equal(status.UNAUTHENTICATED);
       expect(bad.err?.metadata.get("x-http-status")).to.deep.equal(["401"]);

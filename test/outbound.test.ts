@@ -9,8 +9,7 @@ import { fundedAccount, postSend, sendRequest } from "./support/v1.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
 import { testRedisUrl } from "./support/hooks.js";
 import { waitFor } from "./support/redis.js";
-
-type Json = Record<string, unknown>;
+import { rest } from "./support/rest.js";
 
 /** A TCP listener on loopback that counts connections and answers each request `status`. */
 class Listener {
@@ -101,14 +100,8 @@ describe("outbound calls to caller-supplied URLs (OUTBOUND_ALLOWED_CIDRS)", () =
     await listener.close();
   });
 
-  async function call(path: string, body: unknown, headers: Record<string, string>) {
-    const res = await fetch(`${app.baseUrl}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...headers },
-      body: JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as Json };
-  }
+  const call = (path: string, body: unknown, headers: Record<string, string>) =>
+    rest(app.baseUrl).post(path, body, headers);
 
   const redisPort = () => Number(new URL(testRedisUrl()).port);
 
@@ -275,10 +268,9 @@ describe("outbound calls to caller-supplied URLs (OUTBOUND_ALLOWED_CIDRS)", () =
     const a = await startTestApp({ ...env, OUTBOUND_ALLOWED_CIDRS: "127.0.0.0/8" });
     const made = await a.registry.apps.create("Delegating");
     await a.registry.apps.addScope(made.app.appId, "svc:pwd:write");
-    const stored = await fetch(`${a.baseUrl}/v2/session/apps/${made.app.appId}/config/stepup`, {
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${made.managementApiKey}` },
-      body: JSON.stringify({
+    const stored = await rest(a.baseUrl).call("POST", `/v2/session/apps/${made.app.appId}/config/stepup`, {
+      bearer: made.managementApiKey,
+      body: {
         jwks_url: `http://127.0.0.1:${hook.port}/jwks.json`,
         step_keys: [],
         allowed_scopes: [
@@ -288,7 +280,7 @@ describe("outbound calls to caller-supplied URLs (OUTBOUND_ALLOWED_CIDRS)", () =
             delegated: { url: `http://127.0.0.1:${hook.port}/decide` },
           },
         ],
-      }),
+      },
     });
     expect(stored.status).to.equal(201);
     await a.stop();
@@ -310,13 +302,12 @@ describe("outbound calls to caller-supplied URLs (OUTBOUND_ALLOWED_CIDRS)", () =
         jti: "jti-1",
         lifetimeSeconds: 300,
       });
-      const asked = await fetch(`${b.baseUrl}/v1/session/stepup/request`, {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
-        body: JSON.stringify({ scope: "svc:pwd:write" }),
+      const asked = await rest(b.baseUrl).call("POST", "/v1/session/stepup/request", {
+        bearer: token,
+        body: { scope: "svc:pwd:write" },
       });
       expect(asked.status).to.equal(200);
-      expect(((await asked.json()) as Json).status).to.equal("block");
+      expect(asked.body.status).to.equal("block");
       expect(hook.connections).to.equal(0);
     } finally {
       await b.stop();

@@ -7,8 +7,9 @@ import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_servi
 import { SessionServiceClient } from "../src/gen/ringfence/session/v1/session_service.js";
 import { HealthClient } from "./support/health.js";
 import { startRedis, waitFor, type RedisServer } from "./support/redis.js";
-import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
+import { cliEnv, insecure, metadata, runCli, startTestApp, unary } from "./support/app.js";
 import { SmsReceiver } from "./support/receivers.js";
+import { basicAuth, rest, type Json, type RestAnswer } from "./support/rest.js";
 
 const FR_MOBILE = "+33612345678";
 
@@ -29,16 +30,14 @@ async function setUp(redis: RedisServer) {
     app_id: string;
     management_api_key: string;
   };
-  const client = await post(
-    app,
+  const api = rest(app.baseUrl);
+  const client = await api.post(
     `/v2/session/apps/${made.app_id}/oauth/clients`,
     { client_name: "o", provider_url: "https://o.example.com", grant_types: ["client_credentials"] },
     { authorization: `Bearer ${made.management_api_key}` },
   );
   expect(client.status).to.equal(201);
-  const basic = Buffer.from(`${String(client.body.client_id)}:${String(client.body.client_secret)}`).toString(
-    "base64",
-  );
+  const basic = basicAuth(String(client.body.client_id), String(client.body.client_secret));
   const lookup = new LookupServiceClient(app.grpcAddress, insecure);
   const verify = new VerifyServiceClient(app.grpcAddress, insecure);
   const session = new SessionServiceClient(app.grpcAddress, insecure);
@@ -49,12 +48,11 @@ async function setUp(redis: RedisServer) {
   async function mix(): Promise<Answer[]> {
     n += 1;
     const phone = `+336${String(10_000_000 + n * 7919).slice(-8)}`;
-    const rest = async (
-      call: string,
-      res: Promise<{ status: number; body: Record<string, unknown>; retryAfter: string | null }>,
-    ) => {
+    const viaRest = async (call: string, res: Promise<RestAnswer>): Promise<Answer> => {
       const r = await res;
-      return { call, status: r.status, retryAfter: r.retryAfter, body: r.body };
+      // An answer that is not JSON (which none should be) is kept as its text.
+      const body = r.text === "" ? {} : ((r.body as Json | undefined) ?? { text: r.text });
+      return { call, status: r.status, retryAfter: r.headers.get("retry-after"), body };
     };
     const grpc = async (
       call: string,
@@ -75,15 +73,14 @@ async function setUp(redis: RedisServer) {
       return { call, status, retryAfter, body: { grpcCode: code, details: err?.details } };
     };
     return Promise.all([
-      rest("rest lookup", get(app, `/v1/lookup/${FR_MOBILE}`, v1)),
-      rest(
+      viaRest("rest lookup", api.get(`/v1/lookup/${FR_MOBILE}`, v1)),
+      viaRest(
         "rest send",
-        post(app, "/v1/authentication", { customer_uuid: v1["customer-uuid"], phone_number: phone }, v1),
+        api.post("/v1/authentication", { customer_uuid: v1["customer-uuid"], phone_number: phone }, v1),
       ),
-      rest(
+      viaRest(
         "rest check",
-        post(
-          app,
+        api.post(
           "/v1/check",
           {
             customer_uuid: v1["customer-uuid"],
@@ -93,10 +90,16 @@ async function setUp(redis: RedisServer) {
           v1,
         ),
       ),
-      rest("rest token", token(app, basic)),
-      rest(
+      viaRest(
+        "rest token",
+        api.call("POST", "/v1/session/oauth/token", {
+          form: { grant_type: "client_credentials" },
+          headers: basic,
+        }),
+      ),
+      viaRest(
         "rest login",
-        post(app, "/v1/session/login/otp", {
+        api.post("/v1/session/login/otp", {
           app_id: made.app_id,
           identifier: { type: "phone_number", value: phone },
         }),
@@ -142,41 +145,6 @@ async function setUp(redis: RedisServer) {
     await sms.close();
   }
   return { app, mix, healthStatus, close };
-}
-
-async function get(app: TestApp, path: string, headers: Record<string, string>) {
-  return answer(await fetch(`${app.baseUrl}${path}`, { headers }));
-}
-
-async function post(app: TestApp, path: string, body: unknown, headers: Record<string, string> = {}) {
-  return answer(
-    await fetch(`${app.baseUrl}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...headers },
-      body: JSON.stringify(body),
-    }),
-  );
-}
-
-async function token(app: TestApp, basic: string) {
-  return answer(
-    await fetch(`${app.baseUrl}/v1/session/oauth/token`, {
-      method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded", authorization: `Basic ${basic}` },
-      body: "grant_type=client_credentials",
-    }),
-  );
-}
-
-async function answer(res: Response) {
-  const text = await res.text();
-  let body: Record<string, unknown>;
-  try {
-    body = (text === "" ? {} : JSON.parse(text)) as Record<string, unknown>;
-  } catch {
-    body = { text };
-  }
-  return { status: res.status, body, retryAfter: res.headers.get("retry-after") };
 }
 
 /** Every answer is a 503 (gRPC UNAVAILABLE) with Retry-After, in the body dialect of its family. */

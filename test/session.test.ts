@@ -5,10 +5,9 @@ import { SessionServiceClient } from "../src/gen/ringfence/session/v1/session_se
 import { StepUpServiceClient } from "../src/gen/ringfence/stepup/v1/stepup_service.js";
 import { verifyWebhook } from "../src/webhooks/signature.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
+import { rest, type Json } from "./support/rest.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
 import { PWD, reviewEntry } from "./support/stepup.js";
-
-type Json = Record<string, unknown>;
 
 interface Tokens {
   access_token: string;
@@ -61,17 +60,8 @@ describe("sessions, step-up and password change", () => {
     await hooks.close();
   });
 
-  async function call(method: string, path: string, body?: unknown, bearer?: string) {
-    const headers: Record<string, string> = { "content-type": "application/json" };
-    if (bearer !== undefined) headers.authorization = `Bearer ${bearer}`;
-    const res = await fetch(`${app.baseUrl}${path}`, {
-      method,
-      headers,
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, headers: res.headers, body: (text === "" ? {} : JSON.parse(text)) as Json };
-  }
+  const call = (method: string, path: string, body?: unknown, bearer?: string) =>
+    rest(app.baseUrl).call(method, path, { body, bearer });
 
   const codeIn = (text: string) => {
     const m = /\b(\d{6})\b/.exec(text);

@@ -8,6 +8,7 @@ import { Redis } from "ioredis";
 import { cliEnv, insecure, metadata, runCli, startTestApp, TEST_SECRETS_KEY, unary } from "./support/app.js";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process.js";
 import { sendRequest } from "./support/v1.js";
+import { rest } from "./support/rest.js";
 
 /** An SMS provider that takes `delayMs` to accept each message, recording its reference on arrival. */
 async function slowProvider(delayMs: number) {
@@ -243,13 +244,9 @@ describe("graceful shutdown of ringfence serve", function () {
       // than the provider's 5 s timeout: the login must not reach the provider.
       const sleeping = admin.call("DEBUG", "SLEEP", "1");
       await new Promise((r) => setTimeout(r, 100));
-      const login = fetch(`${app.baseUrl}/v1/session/login/otp`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          app_id: made.app_id,
-          identifier: { type: "phone_number", value: "+33612345670" },
-        }),
+      const login = rest(app.baseUrl).post("/v1/session/login/otp", {
+        app_id: made.app_id,
+        identifier: { type: "phone_number", value: "+33612345670" },
       });
       await new Promise((r) => setTimeout(r, 200));
       const stopped = app.stop();
@@ -257,7 +254,7 @@ describe("graceful shutdown of ringfence serve", function () {
       expect(res.status).to.equal(503);
       expect(res.headers.get("retry-after")).to.match(/^\d+$/);
       expect(res.headers.get("connection")).to.equal("close");
-      const body = (await res.json()) as { code: string; message: string };
+      const body = res.body as { code: string; message: string };
       expect(body.code).to.equal("unavailable");
       expect(body.message).to.include("shutting down");
       expect(provider.references).to.deep.equal([]);

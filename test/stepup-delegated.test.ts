@@ -3,9 +3,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { CompactSign, exportJWK, generateKeyPair, type CryptoKey } from "jose";
 import { cliEnv, runCli, startTestApp, type TestApp } from "./support/app.js";
+import { rest, type Json } from "./support/rest.js";
 import { SmsReceiver } from "./support/receivers.js";
-
-type Json = Record<string, unknown>;
 
 /** The app's side: a key set and a delegation hook that signs its decisions with it. */
 class AppHook {
@@ -116,17 +115,8 @@ describe("step-up with a delegated entry", () => {
     await hook.close();
   });
 
-  async function call(method: string, path: string, body?: unknown, bearer?: string) {
-    const headers: Record<string, string> = { "content-type": "application/json" };
-    if (bearer !== undefined) headers.authorization = `Bearer ${bearer}`;
-    const res = await fetch(`${app.baseUrl}${path}`, {
-      method,
-      headers,
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, body: (text === "" ? {} : JSON.parse(text)) as Json };
-  }
+  const call = (method: string, path: string, body?: unknown, bearer?: string) =>
+    rest(app.baseUrl).call(method, path, { body, bearer });
 
   let seq = 612_800_000;
   async function login(extra: Json = {}): Promise<{ access_token: string; refresh_token: string }> {

@@ -3,6 +3,7 @@ import { verifyWebhook } from "../src/webhooks/signature.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { FakeSmsc, eventually, messageText } from "./support/fake-smsc.js";
 import { Receiver } from "./support/receivers.js";
+import { postSend } from "./support/v1.js";
 
 type Json = Record<string, unknown>;
 
@@ -30,17 +31,12 @@ describe("V1 verification over SMPP", () => {
       features: [],
       regions: [],
     });
-    const res = await fetch(`${app.baseUrl}/v1/authentication`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": apiKey },
-      body: JSON.stringify({
-        customer_uuid: account.customerUuid,
-        phone_number: "+33612345678",
-        callback_url: hooks.url,
-        correlation_id: "smpp-1",
-      }),
+    const { body: sent } = await postSend(app.baseUrl, apiKey, {
+      customer_uuid: account.customerUuid,
+      phone_number: "+33612345678",
+      callback_url: hooks.url,
+      correlation_id: "smpp-1",
     });
-    const sent = (await res.json()) as Json;
     expect(sent.status).to.equal("pending");
 
     await eventually(() => smsc.submits.length === 1);

@@ -5,6 +5,8 @@ import { V1_DEPRECATION } from "../src/v1/deprecation.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
 import { sendRequest } from "./support/v1.js";
+import { rest, type Json } from "./support/rest.js";
+import { waitFor } from "./support/redis.js";
 import { createLogger } from "../src/log.js";
 
 const FR_MOBILE = "+33612345678";
@@ -15,8 +17,6 @@ interface Customer {
   key: string;
   webhookSecret: string;
 }
-
-type Json = Record<string, unknown>;
 
 describe("V1 verification", () => {
   let app: TestApp;
@@ -65,14 +65,12 @@ describe("V1 verification", () => {
     await hooks.close();
   });
 
-  async function post(path: string, body: unknown, who: Customer = c, raw?: string) {
-    const res = await fetch(`${app.baseUrl}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": who.key },
-      body: raw ?? JSON.stringify(body),
-    });
-    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
-  }
+  const post = (path: string, body: unknown, who: Customer = c, raw?: string) =>
+    rest(app.baseUrl).call("POST", path, { body, raw, headers: { "x-api-key": who.key } });
+
+  /** GET /v1/authentication/{uuid} with an account's key. */
+  const readBack = (auth: unknown, key = c.key) =>
+    rest(app.baseUrl).get(`/v1/authentication/${String(auth)}`, { "x-api-key": key });
 
   async function send(extra: Json = {}, who: Customer = c) {
     return post(
@@ -154,10 +152,11 @@ describe("V1 verification", () => {
       const statuses = answers.map((a) => a.body.status);
       expect(statuses.filter((s) => s === "invalid")).to.have.length(5);
       expect(statuses.filter((s) => s === "rate_limited")).to.have.length(25);
-      const read = await fetch(`${app.baseUrl}/v1/authentication/${String(sent.body.authentication_uuid)}`, {
-        headers: { "customer-uuid": c.uuid, "x-api-key": c.key },
-      });
-      expect(((await read.json()) as Json).checks).to.equal(5);
+      const read = await readBack(sent.body.authentication_uuid);
+      const { events } = read.body as { events: Json[] };
+      expect(events.filter((e) => e.type === "check").map((e) => e.status)).to.deep.equal(
+        Array(5).fill("invalid"),
+      );
     });
 
     it("answers expired_auth after expires_at", async () => {
@@ -175,32 +174,26 @@ describe("V1 verification", () => {
           regions: [],
         });
         const who = { uuid: account.customerUuid, key: apiKey, webhookSecret: "" };
-        const sent = (await (
-          await fetch(`${short.baseUrl}/v1/authentication`, {
-            method: "POST",
-            headers: { "content-type": "application/json", "x-api-key": apiKey },
-            body: JSON.stringify({ customer_uuid: who.uuid, phone_number: freshNumber() }),
-          })
-        ).json()) as Json;
+        const api = (path: string, body: Json) =>
+          rest(short.baseUrl).post(path, body, { "x-api-key": apiKey });
+        const { body: sent } = await api("/v1/authentication", {
+          customer_uuid: who.uuid,
+          phone_number: freshNumber(),
+        });
         // Move the expiry into the past, as 30 s of waiting would.
         const key = short.registry.keys.key("auth", who.uuid, String(sent.authentication_uuid));
         await short.registry.redis.hset(key, "expires_at_ms", String(Date.now() - 1));
-        const answer = await fetch(`${short.baseUrl}/v1/check`, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-api-key": apiKey },
-          body: JSON.stringify({
-            customer_uuid: who.uuid,
-            authentication_uuid: sent.authentication_uuid,
-            check_code: "123456",
-          }),
+        const answer = await api("/v1/check", {
+          customer_uuid: who.uuid,
+          authentication_uuid: sent.authentication_uuid,
+          check_code: "123456",
         });
-        expect(((await answer.json()) as Json).status).to.equal("expired_auth");
-        const again = await fetch(`${short.baseUrl}/v1/retry`, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-api-key": apiKey },
-          body: JSON.stringify({ customer_uuid: who.uuid, authentication_uuid: sent.authentication_uuid }),
+        expect(answer.body.status).to.equal("expired_auth");
+        const again = await api("/v1/retry", {
+          customer_uuid: who.uuid,
+          authentication_uuid: sent.authentication_uuid,
         });
-        expect(((await again.json()) as Json).status).to.equal("expired_auth");
+        expect(again.body.status).to.equal("expired_auth");
       } finally {
         await short.stop();
       }
@@ -249,11 +242,9 @@ describe("V1 verification", () => {
         expect(r.body).to.include({ status: "approved", remaining_retry: remaining });
       }
       await new Promise((r) => setTimeout(r, 1050));
-      expect((await retry(sent.body.authentication_uuid)).body).to.include({
-        status: "rate_limited",
-        remaining_retry: 0,
-        next_retry_at: "",
-      });
+      const last = (await retry(sent.body.authentication_uuid)).body;
+      expect(last).to.include({ status: "rate_limited", remaining_retry: 0 });
+      expect(last).not.to.have.property("next_retry_at");
     });
 
     it("answers no_attempt and without_attempt for an authentication that sent nothing", async () => {
@@ -345,11 +336,11 @@ describe("V1 verification", () => {
       expect(await balance(who)).to.equal(950_000);
     });
 
-    it("refuses with 402 negative_balance before anything is sent", async () => {
+    it("refuses with 400 negative_balance (the SDKs' status) before anything is sent", async () => {
       const who = await newCustomer({ balance: 40_000 });
       const messages = sms.messages.length;
       const r = await send({}, who);
-      expect(r.status).to.equal(402);
+      expect(r.status).to.equal(400);
       expect(r.body).to.include({ code: "negative_balance" });
       expect(sms.messages.length).to.equal(messages);
       expect(await balance(who)).to.equal(40_000);
@@ -401,14 +392,21 @@ describe("V1 verification", () => {
       }
     });
 
-    it("uses a sender_id the account may use, and the default otherwise", async () => {
+    it("uses a sender_id the account may use, the default without one, and refuses another with unauthorized_sender_id", async () => {
       const who = await newCustomer({ senderIds: ["Acme"] });
       let before = sms.messages.length;
       await send({ sender_id: "Acme" }, who);
       expect((await sms.message(before)).from).to.equal("Acme");
       before = sms.messages.length;
-      await send({ sender_id: "Other" }, who);
+      await send({}, who);
       expect((await sms.message(before)).from).to.equal("Ringfence");
+      const keysBefore = await app.registry.redis.dbsize();
+      before = sms.messages.length;
+      const other = await send({ sender_id: "Other" }, who);
+      expect([other.status, other.body.code]).to.deep.equal([400, "unauthorized_sender_id"]);
+      expect(String(other.body.message)).to.include('"Other"');
+      expect(sms.messages.length).to.equal(before);
+      expect(await app.registry.redis.dbsize()).to.equal(keysBefore);
     });
 
     it("picks a template variant, including one registered for the account", async () => {
@@ -419,7 +417,7 @@ describe("V1 verification", () => {
       const m = await sms.message(before);
       expect(m.body).to.match(/^Acme : votre code est \d{6}$/);
       const unknown = await send({ template_id: "nope" }, who);
-      expect(unknown.status).to.equal(400);
+      expect([unknown.status, unknown.body.code]).to.deep.equal([400, "invalid_template_id"]);
       expect(String(unknown.body.message)).to.include("nope");
     });
 
@@ -433,24 +431,42 @@ describe("V1 verification", () => {
   });
 
   describe("bad input", () => {
-    const cases: [string, Json, string][] = [
-      ["ip", { ip: "999.1.1.1" }, "ip"],
-      ["device_type", { device_type: "PHONE" }, "device_type"],
-      ["callback_url", { callback_url: "ftp://example.com/x" }, "callback_url"],
-      ["locale", { locale: "not a tag!" }, "locale"],
-      ["app_realm without ANDROID", { app_realm: "FA+9qCX9VSu", device_type: "IOS" }, "app_realm"],
-      ["app_realm shape", { app_realm: "short", device_type: "ANDROID" }, "app_realm"],
-      ["sender_id", { sender_id: "Much-Too-Long-Sender" }, "sender_id"],
-      ["unknown field", { colour: "blue" }, "colour"],
-      ["wrong type", { is_returning_user: "yes" }, "is_returning_user"],
+    const long = (n: number) => "x".repeat(n + 1);
+    const cases: [string, Json, string, string][] = [
+      ["ip", { ip: "999.1.1.1" }, "ip", "bad_request"],
+      ["device_type", { device_type: "PHONE" }, "device_type", "bad_request"],
+      ["callback_url", { callback_url: "ftp://example.com/x" }, "callback_url", "bad_request"],
+      ["locale", { locale: "not a tag!" }, "locale", "bad_request"],
+      ["correlation_id", { correlation_id: long(256) }, "correlation_id", "bad_request"],
+      ["device_id", { device_id: long(256) }, "device_id", "invalid_device_id"],
+      ["app_version", { app_version: long(64) }, "app_version", "invalid_app_version"],
+      ["os_version", { os_version: long(64) }, "os_version", "invalid_os_version"],
+      ["device_model", { device_model: long(128) }, "device_model", "invalid_device_model"],
+      ["template_id", { template_id: long(64) }, "template_id", "invalid_template_id"],
+      [
+        "app_realm with IOS",
+        { app_realm: "FA+9qCX9VSu", device_type: "IOS" },
+        "app_realm",
+        "unsupported_app_realm_device_type",
+      ],
+      [
+        "app_realm without device_type",
+        { app_realm: "FA+9qCX9VSu" },
+        "app_realm",
+        "app_realm_require_device_type",
+      ],
+      ["app_realm shape", { app_realm: "short", device_type: "ANDROID" }, "app_realm", "invalid_app_realm"],
+      ["sender_id", { sender_id: "Much-Too-Long-Sender" }, "sender_id", "invalid_sender_id"],
+      ["unknown field", { colour: "blue" }, "colour", "bad_request"],
+      ["wrong type", { is_returning_user: "yes" }, "is_returning_user", "bad_request"],
     ];
-    for (const [name, extra, field] of cases) {
-      it(`refuses a bad ${name} with 400 bad_request naming ${field}, storing and sending nothing`, async () => {
+    for (const [name, extra, field, code] of cases) {
+      it(`refuses a bad ${name} with 400 ${code} naming ${field}, storing and sending nothing`, async () => {
         const keysBefore = await app.registry.redis.dbsize();
         const messages = sms.messages.length;
         const r = await send(extra);
         expect(r.status).to.equal(400);
-        expect(r.body.code).to.equal("bad_request");
+        expect(r.body.code).to.equal(code);
         expect(String(r.body.message)).to.include(field);
         expect(await app.registry.redis.dbsize()).to.equal(keysBefore);
         expect(sms.messages.length).to.equal(messages);
@@ -466,32 +482,42 @@ describe("V1 verification", () => {
         { customer_uuid: c.uuid, phone_number: FR_MOBILE },
         { ...c, key: "rfk_wrong" },
       );
-      expect([stranger.status, stranger.body.code]).to.deep.equal([401, "account_invalid"]);
+      expect([stranger.status, stranger.body.code]).to.deep.equal([400, "account_invalid"]);
     });
 
     it("refuses a malformed check_code or authentication_uuid, and an authentication of another customer", async () => {
       const sent = await send();
-      expect((await check(sent.body.authentication_uuid, "12ab")).status).to.equal(400);
-      expect((await check("not-a-uuid", "123456")).status).to.equal(400);
+      const badCode = await check(sent.body.authentication_uuid, "12ab");
+      expect([badCode.status, badCode.body.code]).to.deep.equal([400, "bad_request"]);
+      const badUuid = await check("not-a-uuid", "123456");
+      expect([badUuid.status, badUuid.body.code]).to.deep.equal([400, "invalid_auth_uuid"]);
+      const badRetry = await retry("not-a-uuid");
+      expect([badRetry.status, badRetry.body.code]).to.deep.equal([400, "invalid_auth_uuid"]);
       const other = await newCustomer();
       const r = await check(sent.body.authentication_uuid, "123456", other);
-      expect(r.status).to.equal(404);
+      expect([r.status, r.body.code]).to.deep.equal([400, "no_associated_auth_found"]);
+      const r2 = await retry(sent.body.authentication_uuid, other);
+      expect([r2.status, r2.body.code]).to.deep.equal([400, "no_associated_auth_found"]);
     });
   });
 
   describe("feedback", () => {
-    it("records onboarded and not_onboarded, with a uuid stable for a repeat", async () => {
+    it("records onboarded and not_onboarded, refusing a repeat of the recorded status with duplicated_feedback_status", async () => {
       const body = { customer_uuid: c.uuid, phone_number: FR_MOBILE, status: "onboarded" };
       const a = await post("/v1/authentication/feedback", body);
-      const b = await post("/v1/authentication/feedback", body);
       expect(a.status).to.equal(200);
       expect(Object.keys(a.body)).to.deep.equal(["uuid"]);
       expect(a.body.uuid).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-      expect(b.body.uuid).to.equal(a.body.uuid);
+      const b = await post("/v1/authentication/feedback", body);
+      expect([b.status, b.body.code]).to.deep.equal([400, "duplicated_feedback_status"]);
+      expect(String(b.body.message)).to.include(String(a.body.uuid));
       const not = await post("/v1/authentication/feedback", { ...body, status: "not_onboarded" });
+      expect(not.status).to.equal(200);
       expect(not.body.uuid).not.to.equal(a.body.uuid);
+      const again = await post("/v1/authentication/feedback", body);
+      expect([again.status, again.body.uuid]).to.deep.equal([200, a.body.uuid]);
       const bad = await post("/v1/authentication/feedback", { ...body, status: "maybe" });
-      expect([bad.status, bad.body.code]).to.deep.equal([400, "bad_request"]);
+      expect([bad.status, bad.body.code]).to.deep.equal([400, "invalid_feedback_status"]);
       expect(String(bad.body.message)).to.include("status");
     });
   });
@@ -504,32 +530,44 @@ describe("V1 verification", () => {
       await check(sent.body.authentication_uuid, code === "000000" ? "111111" : "000000");
       await check(sent.body.authentication_uuid, code);
 
-      const read = await fetch(`${app.baseUrl}/v1/authentication/${String(sent.body.authentication_uuid)}`, {
-        headers: { "customer-uuid": c.uuid, "x-api-key": c.key },
-      });
+      // The original API reads back with the key alone.
+      const read = await readBack(sent.body.authentication_uuid);
       expect(read.status).to.equal(200);
-      const body = (await read.json()) as Json & { events: Json[] };
-      expect(body).to.include({
-        authentication_uuid: sent.body.authentication_uuid,
-        status: "pending",
-        validated: true,
-        checks: 2,
+      const body = read.body as Json & { events: Json[] };
+      expect(body).to.deep.include({
+        uuid: sent.body.authentication_uuid,
+        phone_number: body.phone_number,
+        created_at: sent.body.created_at,
+        correlation_id: "order-42",
+        template_id: "default",
+        signals: {},
       });
-      expect(
-        body.events.map((e) => [e.type, (e.payload as Json).action ?? null, (e.payload as Json).status]),
-      ).to.deep.equal([
-        ["authentication", null, "pending"],
-        ["attempt", "send", "sent"],
-        ["attempt", "check", "invalid"],
-        ["attempt", "check", "valid"],
+      expect(Object.keys(body).sort()).to.deep.equal([
+        "correlation_id",
+        "created_at",
+        "events",
+        "phone_number",
+        "signals",
+        "template_id",
+        "uuid",
       ]);
+      expect(body.events.map((e) => [e.type, e.status ?? null])).to.deep.equal([
+        ["attempt", "pending"],
+        ["balance_update", null],
+        ["check", "invalid"],
+        ["check", "valid"],
+      ]);
+      expect(body.events[0]).to.include({ attempt_number: 1, capability: "text", sender_id: "Ringfence" });
+      expect(body.events[1]).to.include({ amount: -0.05, balance_update_type: "attempt" });
       expect(JSON.stringify(body)).not.to.include(code);
-
       const delivered = await hooks.until(
         (r) => r.filter((x) => x.body.includes(String(sent.body.authentication_uuid))).length >= 4,
       );
       const mine = delivered.filter((x) => x.body.includes(String(sent.body.authentication_uuid)));
-      expect(mine.map((x) => (JSON.parse(x.body) as Json).id)).to.deep.equal(body.events.map((e) => e.id));
+      // The same events, by the same ids: the read-back leaves out the `authentication` event.
+      expect(mine.map((x) => (JSON.parse(x.body) as Json).id).slice(1)).to.deep.equal(
+        body.events.filter((e) => e.id !== undefined).map((e) => e.id),
+      );
       for (const d of mine) {
         const envelope = JSON.parse(d.body) as Json;
         expect(envelope).to.include({ correlation_id: "order-42" });
@@ -546,6 +584,36 @@ describe("V1 verification", () => {
         );
         expect(d.body).not.to.include(code);
       }
+    });
+  });
+
+  describe("read-back by key", () => {
+    it("finds an account stored before the key index once a start indexes it, and never by another key", async () => {
+      const who = await newCustomer();
+      const sent = await send({}, who);
+      const read = (key: string) => readBack(sent.body.authentication_uuid, key);
+      expect((await read(who.key)).status).to.equal(200);
+      // As an account written before the index existed.
+      const stored = await app.registry.accounts.get(who.uuid);
+      await app.registry.redis.del(app.registry.keys.key("apikey", stored?.apiKeyHash ?? ""));
+      const lost = await read(who.key);
+      expect([lost.status, lost.body.code]).to.deep.equal([400, "account_invalid"]);
+      const next = await startTestApp({
+        REDIS_KEY_PREFIX: app.config.REDIS_KEY_PREFIX,
+        SMS_PROVIDER: "http",
+        SMS_HTTP_URL: sms.url,
+      });
+      try {
+        // The start indexes in the background.
+        await waitFor(async () => (await read(who.key)).status === 200, 5_000);
+      } finally {
+        await next.stop();
+      }
+      // A key's hash is looked up, never the key: a near key finds nothing.
+      const near = await read(`${who.key.slice(0, -1)}${who.key.endsWith("a") ? "b" : "a"}`);
+      expect([near.status, near.body.code]).to.deep.equal([400, "account_invalid"]);
+      const keys = await app.registry.redis.keys(`${app.config.REDIS_KEY_PREFIX}apikey:*`);
+      expect(keys.join(" ")).not.to.include(who.key);
     });
   });
 

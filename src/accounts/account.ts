@@ -4,6 +4,9 @@ export const ACCOUNT_STATUSES = ["active", "suspended"] as const;
 export type AccountStatus = (typeof ACCOUNT_STATUSES)[number];
 
 export const ACCOUNT_FEATURES = ["cnam"] as const;
+
+/** The `secret_ref` kind of the webhook streams an account's secret signs (`account:<customer_uuid>`). */
+export const ACCOUNT_SECRET_KIND = "account";
 export type AccountFeature = (typeof ACCOUNT_FEATURES)[number];
 
 /** A customer account of the V1 phone API. Money is kept in integer millionths of a currency unit. */

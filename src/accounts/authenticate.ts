@@ -1,6 +1,6 @@
 import { RingfenceError } from "../errors.js";
 import type { Secrets } from "../crypto/secrets.js";
-import type { CallContext } from "../rpc/binding.js";
+import { callerOf, type Authenticator, type CallContext } from "../rpc/binding.js";
 import { UUID, type StoredAccount } from "./account.js";
 import { API_KEY_PURPOSE, type AccountStore } from "./store.js";
 
@@ -10,7 +10,7 @@ const UNKNOWN_HASH = "0".repeat(64);
  * Authenticates a V1 caller: the `x-api-key` must be the key of the account named by the
  * customer uuid. Unknown customer and wrong key give the same answer, so neither can be probed.
  */
-export async function authenticateCustomer(
+async function authenticateCustomer(
   store: AccountStore,
   secrets: Secrets,
   customerUuid: string | undefined,
@@ -35,4 +35,56 @@ export async function authenticateCustomer(
     throw new RingfenceError("suspended_account", "this account is suspended");
   }
   return account;
+}
+
+/**
+ * Authenticates a V1 caller by its `x-api-key` alone (the original API's read-back). A
+ * `customer-uuid` header, when sent, must name the key's account.
+ */
+async function authenticateByKey(
+  store: AccountStore,
+  secrets: Secrets,
+  ctx: CallContext,
+): Promise<StoredAccount> {
+  const apiKey = ctx.header("x-api-key");
+  if (apiKey === undefined || apiKey === "") {
+    throw new RingfenceError("account_invalid", "the x-api-key header is required");
+  }
+  const named = ctx.header("customer-uuid");
+  if (named !== undefined && named !== "") return authenticateCustomer(store, secrets, named, ctx);
+  const account = await store.findByApiKey(apiKey);
+  if (account === undefined) throw new RingfenceError("account_invalid", "unknown API key");
+  if (account.status === "suspended") {
+    throw new RingfenceError("suspended_account", "this account is suspended");
+  }
+  return account;
+}
+
+/** The V1 authenticator of calls that name their customer (`customerUuidOf`): see authenticateCustomer. */
+export function customerAuthenticator(
+  store: AccountStore,
+  secrets: Secrets,
+  customerUuidOf: (request: unknown, ctx: CallContext) => string | undefined,
+): Authenticator<StoredAccount> {
+  return (ctx, request) => authenticateCustomer(store, secrets, customerUuidOf(request, ctx), ctx);
+}
+
+/** The V1 authenticator of the read-back: the API key alone (see authenticateByKey). */
+export function apiKeyAuthenticator(store: AccountStore, secrets: Secrets): Authenticator<StoredAccount> {
+  return (ctx) => authenticateByKey(store, secrets, ctx);
+}
+
+/** The customer uuid of a V1 request body (`customer_uuid`). */
+export function bodyCustomerUuid(request: unknown): string | undefined {
+  const uuid = (request as { customerUuid?: unknown } | null)?.customerUuid;
+  return typeof uuid === "string" ? uuid : undefined;
+}
+
+/** The account of a V1 call (put on the context by a customer or API-key authenticator). */
+export function accountOf(ctx: CallContext): StoredAccount {
+  return callerOf(
+    ctx,
+    (c): c is StoredAccount => typeof c === "object" && c !== null && "apiKeyHash" in c,
+    "account",
+  );
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { Keys, LuaScript, type RedisClient } from "../redis/client.js";
+import { Keys, LuaScript, scanKeys, type RedisClient } from "../redis/client.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import {
   ACCOUNT_FEATURES,
@@ -20,6 +20,10 @@ export interface CreatedAccount {
 export interface AccountStore {
   create(input: NewAccountInput): Promise<CreatedAccount>;
   get(customerUuid: string): Promise<StoredAccount | undefined>;
+  /** The account's webhook signing secret, in clear (for the outbox); undefined for no account. */
+  webhookSecret(customerUuid: string): Promise<string | undefined>;
+  /** The account whose API key this is, through the index of key hashes. */
+  findByApiKey(apiKey: string): Promise<StoredAccount | undefined>;
   setStatus(customerUuid: string, status: AccountStatus): Promise<boolean>;
   /** Adds (or with a negative amount, removes) money; undefined for an unknown account. */
   credit(customerUuid: string, micros: number): Promise<number | undefined>;
@@ -28,7 +32,7 @@ export interface AccountStore {
 }
 
 export const API_KEY_PURPOSE = "account-api-key";
-const updateAccount = LuaScript.fromFile(new URL("./update_account.lua", import.meta.url));
+const updateAccount = LuaScript.fromFile(new URL("./update-account.lua", import.meta.url));
 
 export class RedisAccountStore implements AccountStore {
   constructor(
@@ -72,7 +76,49 @@ export class RedisAccountStore implements AccountStore {
       api_key_hash: account.apiKeyHash,
       webhook_secret_sealed: account.webhookSecretSealed,
     });
+    // Another slot, so not in one step: an account left without its entry gets it at the next
+    // start (indexApiKeys), and an entry without its account finds nothing.
+    await this.redis.set(this.apiKeyKey(account.apiKeyHash), customerUuid);
     return { account, apiKey, webhookSecret };
+  }
+
+  /** The index entry of a key hash: the keyed hash only, so the key cannot be read back. */
+  private apiKeyKey(apiKeyHash: string): string {
+    return this.keys.key("apikey", apiKeyHash);
+  }
+
+  async webhookSecret(customerUuid: string): Promise<string | undefined> {
+    const account = await this.get(customerUuid);
+    return account === undefined ? undefined : this.secrets.decrypt(account.webhookSecretSealed);
+  }
+
+  async findByApiKey(apiKey: string): Promise<StoredAccount | undefined> {
+    const hash = this.secrets.hash(API_KEY_PURPOSE, apiKey);
+    const customerUuid = await this.redis.get(this.apiKeyKey(hash));
+    if (customerUuid === null) return undefined;
+    const account = await this.get(customerUuid);
+    return account !== undefined && this.secrets.matches(API_KEY_PURPOSE, apiKey, account.apiKeyHash)
+      ? account
+      : undefined;
+  }
+
+  /**
+   * Gives every stored account its entry in the key index (accounts created before the index
+   * existed, or whose entry was not written). Idempotent; scans every primary of a Cluster.
+   * Returns how many entries it wrote.
+   */
+  async indexApiKeys(): Promise<number> {
+    let written = 0;
+    for await (const keys of scanKeys(this.redis, this.keys.key("acct", "*"), 500)) {
+      for (const key of keys) {
+        const customerUuid = /\{([^}]*)\}$/.exec(key)?.[1];
+        const hash = customerUuid === undefined ? null : await this.redis.hget(key, "api_key_hash");
+        if (customerUuid === undefined || hash === null) continue;
+        const set = await this.redis.set(this.apiKeyKey(hash), customerUuid, "NX");
+        if (set !== null) written += 1;
+      }
+    }
+    return written;
   }
 
   async get(customerUuid: string): Promise<StoredAccount | undefined> {

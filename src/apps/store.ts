@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import { RingfenceError } from "../errors.js";
-import type { CallContext } from "../rpc/binding.js";
+import { callerOf, type Authenticator, type CallContext } from "../rpc/binding.js";
 import { APP_ID, type StoredApp } from "./app.js";
 
 export const MANAGEMENT_KEY_PURPOSE = "app-management-key";
@@ -73,6 +73,12 @@ export class AppStore {
    * Checks `authorization: Bearer <management_api_key>` against the app in the path. A missing
    * header, an unknown app and another app's key all get the same 401.
    */
+  /** The authenticator of management calls: the app of the request's `app_id` and its key. */
+  readonly managementKey: Authenticator<StoredApp> = (ctx, request) => {
+    const appId = (request as { appId?: unknown } | null)?.appId;
+    return this.authenticate(typeof appId === "string" ? appId : "", ctx);
+  };
+
   async authenticate(appId: string, ctx: CallContext): Promise<StoredApp> {
     const header = ctx.header("authorization") ?? "";
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -93,4 +99,13 @@ export class AppStore {
     }
     return app;
   }
+}
+
+/** The app of a management call (put on the context by `AppStore.managementKey`). */
+export function appOf(ctx: CallContext): StoredApp {
+  return callerOf(
+    ctx,
+    (c): c is StoredApp => typeof c === "object" && c !== null && "managementKeyHash" in c,
+    "app",
+  );
 }

@@ -5,16 +5,17 @@ import type { Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
-import { HTTP_STATUS_MARKER, type UnaryHandler } from "../rpc/binding.js";
+import type { UnaryHandler } from "../rpc/binding.js";
 import type {
   CreateAppWebhookRequest,
   CreateAppWebhookResponse,
 } from "../gen/ringfence/session/v1/session_service.js";
-import { newEnvelope, outboxKeys } from "../webhooks/stream.js";
+import { newEnvelope, outboxKeys, secretRef, STREAM_LIBRARY } from "../webhooks/stream.js";
+import { httpUrlField, NOT_HTTP_URL } from "../net/validate.js";
 import { APP_ID } from "./app.js";
-import type { AppStore } from "./store.js";
+import { appOf } from "./store.js";
 
-/** The event types an app webhook may subscribe to (decisions section 5). */
+/** The event types an app webhook may subscribe to (docs/session-api.md#app-webhooks). */
 export const APP_EVENT_TYPES = [
   "session.created",
   "session.revoked",
@@ -55,7 +56,6 @@ export interface AppWebhooksOptions {
 export const APP_WEBHOOK_REF_KIND = "appwh";
 const SUB_ID = /^wh_[A-Za-z0-9_-]{22}$/;
 const DEFAULT_STREAM_TTL_MS = 25 * 3_600_000;
-const MAX_URL_LENGTH = 2048;
 /** Attempts at appending when the generation of the stream moves under us (another emitter rotated it). */
 const APPEND_ATTEMPTS = 5;
 
@@ -67,11 +67,14 @@ const stored = z.object({
 });
 type StoredWebhook = z.infer<typeof stored>;
 
-const appendAppEvent = LuaScript.fromFile(new URL("./append_app_event.lua", import.meta.url));
+const appendAppEvent = LuaScript.withLibraries(
+  new URL("./append-app-event.lua", import.meta.url),
+  STREAM_LIBRARY,
+);
 
 /** True when a webhook `secret_ref` names an app webhook subscription (see `appWebhookSecret`). */
 export function isAppWebhookRef(ref: string): boolean {
-  return ref.startsWith(`${APP_WEBHOOK_REF_KIND}:`);
+  return ref.startsWith(secretRef(APP_WEBHOOK_REF_KIND, ""));
 }
 
 /**
@@ -202,7 +205,7 @@ export class AppWebhooks implements AppEvents {
 
   private async appendOnce(appId: string, subId: string, url: string, envelope: string): Promise<string> {
     const genKey = this.genKey(appId, subId);
-    const secretRef = `${APP_WEBHOOK_REF_KIND}:${appId}:${subId}`;
+    const ref = secretRef(APP_WEBHOOK_REF_KIND, `${appId}:${subId}`);
     for (let attempt = 0; attempt < APPEND_ATTEMPTS; attempt++) {
       const gen = Number((await this.redis.get(genKey)) ?? "0");
       const current = this.streamOf(appId, subId, gen);
@@ -212,7 +215,7 @@ export class AppWebhooks implements AppEvents {
       const appended = await appendAppEvent.run(
         this.redis,
         [genKey, current, c.hook, c.delivered, c.lock, next, n.hook, n.delivered, c.pending],
-        [gen, envelope, url, secretRef, this.streamTtlMs],
+        [gen, envelope, url, ref, this.streamTtlMs],
       );
       if (typeof appended === "string") return appended;
     }
@@ -228,20 +231,21 @@ export class AppWebhooks implements AppEvents {
   }
 }
 
-/** `POST /v2/session/apps/{app_id}/webhooks`: 201 with the subscription and its secret (once). */
+/**
+ * `POST /v2/session/apps/{app_id}/webhooks`: the subscription and its secret (once); the app is
+ * the caller its binding authenticated (AppStore.managementKey).
+ */
 export function createAppWebhookHandler(
-  apps: AppStore,
   webhooks: AppWebhooks,
   outbound: Pick<OutboundGuard, "checkUrl">,
 ): UnaryHandler<CreateAppWebhookRequest, CreateAppWebhookResponse> {
   return async (req, ctx) => {
-    const app = await apps.authenticate(req.appId, ctx);
+    const app = appOf(ctx);
     // The cheap rules first, then the address (a DNS look-up).
     validUrl(req.url);
     validEvents(req.events);
     await outbound.checkUrl(req.url, "url");
     const created = await webhooks.register(app.appId, { url: req.url, events: req.events });
-    ctx.setHeader(HTTP_STATUS_MARKER, "201");
     ctx.setHeader("cache-control", "no-store");
     return { id: created.id, url: created.url, events: created.events, secret: created.secret };
   };
@@ -261,18 +265,12 @@ function parseStored(raw: string): StoredWebhook | undefined {
 }
 
 function validUrl(url: string): string {
-  const bad = (message: string) => badField("url", message);
-  if (url === "") throw bad("is required");
-  if (url.length > MAX_URL_LENGTH) throw bad(`must be at most ${MAX_URL_LENGTH} characters`);
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw bad("must be an http or https URL");
-  }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw bad("must be an http or https URL");
+  const parsed = WEBHOOK_URL.safeParse(url);
+  if (!parsed.success) throw badField("url", parsed.error.issues[0]?.message ?? NOT_HTTP_URL);
   return url;
 }
+
+const WEBHOOK_URL = httpUrlField({ required: true });
 
 function validEvents(events: readonly string[]): AppEventType[] {
   if (events.length === 0) {

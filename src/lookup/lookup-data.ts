@@ -80,7 +80,10 @@ const Row = z.object({
   temporary_phone_number: flag.optional(),
   line_type: z
     .string()
-    .refine((v) => v === "" || isLineType(v), "must be one of the specification's line_type values")
+    .refine(
+      (v) => v === "" || isLineType(v),
+      "must be one of the line_type values of docs/v1-api.md#line-types",
+    )
     .optional(),
 });
 

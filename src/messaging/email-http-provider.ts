@@ -4,7 +4,7 @@ import { DeliveryError } from "./provider.js";
 import { postToProvider } from "./http-post.js";
 
 /**
- * POSTs each email as JSON `{to, from, subject, body, reference}` (decisions section 3); any 2xx
+ * POSTs each email as JSON `{to, from, subject, body, reference}` (docs/decisions.md#8-message-delivery-providers); any 2xx
  * answer means accepted.
  */
 export class HttpEmailProvider implements EmailProvider {

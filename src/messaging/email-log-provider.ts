@@ -3,7 +3,7 @@ import type { EmailProvider, OutgoingEmail, SentEmail } from "./email-provider.j
 
 /**
  * Development only: writes each email, code included, to the log instead of sending it (the one
- * place where a code may be logged, decisions section 3).
+ * place where a code may be logged, docs/decisions.md#9-codes-never-logged-or-stored).
  */
 export class LogEmailProvider implements EmailProvider {
   readonly name = "log";

@@ -139,7 +139,7 @@ export interface RenderedEmail {
 
 /**
  * The OTP email: a subject without the code, and a short plain-text body with the code alone on
- * its line, as a run of digits (decisions section 3), then its lifetime and a warning.
+ * its line, as a run of digits (docs/decisions.md#8-message-delivery-providers), then its lifetime and a warning.
  */
 export function renderOtpEmail(input: OtpEmailInput): RenderedEmail {
   const { code, lifetimeMinutes: minutes, purpose } = input;

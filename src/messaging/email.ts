@@ -1,4 +1,5 @@
 import type { Logger } from "../log.js";
+import { isHttpUrl } from "../net/validate.js";
 import { HttpEmailProvider } from "./email-http-provider.js";
 import { LogEmailProvider } from "./email-log-provider.js";
 import type { EmailProvider } from "./email-provider.js";
@@ -18,7 +19,7 @@ export {
   type RenderedEmail,
 } from "./email-templates.js";
 
-/** The settings of decisions section 3 that choose and reach the email provider. */
+/** The settings of docs/settings.md#message-delivery that choose and reach the email provider. */
 export interface EmailProviderConfig {
   EMAIL_PROVIDER: "log" | "http" | "smtp";
   EMAIL_HTTP_URL?: string | undefined;
@@ -65,14 +66,5 @@ function openEmailProvider(cfg: EmailProviderConfig, log: Logger): EmailProvider
       if (url === undefined || url === "") throw new Error("SMTP_URL is required when EMAIL_PROVIDER=smtp");
       return new SmtpEmailProvider(url, { timeoutMs: cfg.SMTP_TIMEOUT_MS ?? 10_000, log });
     }
-  }
-}
-
-function isHttpUrl(v: string): boolean {
-  try {
-    const { protocol } = new URL(v);
-    return protocol === "http:" || protocol === "https:";
-  } catch {
-    return false;
   }
 }

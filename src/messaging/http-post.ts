@@ -5,7 +5,7 @@ import { DeliveryError } from "./provider.js";
 const Answer = z.object({ id: z.string().min(1).max(256) });
 
 /**
- * POSTs a message as JSON to an HTTP provider (decisions section 3): any 2xx means accepted and
+ * POSTs a message as JSON to an HTTP provider (docs/decisions.md#8-message-delivery-providers): any 2xx means accepted and
  * gives the provider's `id` when its answer has one. Failures are DeliveryErrors whose message
  * names the status or network error, never the message. Redirects are refused, so a message
  * holding a code cannot be forwarded to another host.

@@ -2,7 +2,7 @@ import type { DeliveryReceipt, OutgoingSms, SentSms, SmsProvider } from "./provi
 import { postToProvider } from "./http-post.js";
 
 /**
- * POSTs each message as JSON `{to, from, body, locale, reference}` (decisions section 3); any 2xx
+ * POSTs each message as JSON `{to, from, body, locale, reference}` (docs/decisions.md#8-message-delivery-providers); any 2xx
  * answer means accepted. The provider has no receipt channel here, so no receipts.
  */
 export class HttpSmsProvider implements SmsProvider {

@@ -2,7 +2,7 @@
 export const SUPPORTED_LANGUAGES = ["en", "fr", "de", "es", "it", "pt"] as const;
 export type SupportedLanguage = (typeof SUPPORTED_LANGUAGES)[number];
 
-/** What the specification names for an unsupported language (and what unknown countries get). */
+/** The language for an unsupported one, docs/v1-api.md#messages-and-locale (and what unknown countries get). */
 export const FALLBACK_LOCALE = "en-US";
 
 /**

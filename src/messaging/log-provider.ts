@@ -3,7 +3,7 @@ import type { DeliveryReceipt, OutgoingSms, SentSms, SmsProvider } from "./provi
 
 /**
  * Development only: writes each message, code included, to the log instead of sending it (the one
- * place where a code may be logged, decisions section 3). Nothing is delivered, so no receipts.
+ * place where a code may be logged, docs/decisions.md#9-codes-never-logged-or-stored). Nothing is delivered, so no receipts.
  */
 export class LogSmsProvider implements SmsProvider {
   readonly name = "log";

@@ -1,4 +1,5 @@
 import type { Logger } from "../log.js";
+import { isHttpUrl } from "../net/validate.js";
 import { HttpSmsProvider } from "./http-provider.js";
 import { LogSmsProvider } from "./log-provider.js";
 import type { SmsProvider } from "./provider.js";
@@ -12,7 +13,7 @@ export { LogSmsProvider } from "./log-provider.js";
 export { SmppSmsProvider, parseSmppUrl, type SmppOptions } from "./smpp-provider.js";
 export { ShutdownGate } from "./shutdown.js";
 
-/** The settings of decisions section 3 that choose and reach the SMS provider. */
+/** The settings of docs/settings.md#message-delivery that choose and reach the SMS provider. */
 export interface SmsProviderConfig {
   SMS_PROVIDER: "log" | "http" | "smpp";
   SMS_HTTP_URL?: string | undefined;
@@ -59,14 +60,5 @@ function openSmsProvider(cfg: SmsProviderConfig, log: Logger): SmsProvider {
         ...(cfg.SMPP_SUBMIT_TIMEOUT_MS === undefined ? {} : { submitTimeoutMs: cfg.SMPP_SUBMIT_TIMEOUT_MS }),
       });
     }
-  }
-}
-
-function isHttpUrl(v: string): boolean {
-  try {
-    const { protocol } = new URL(v);
-    return protocol === "http:" || protocol === "https:";
-  } catch {
-    return false;
   }
 }

@@ -96,7 +96,7 @@ export const customTemplatesSchema = z.record(
   ),
 );
 
-/** The Android SMS Retriever app hash: 11 characters of base64 (decisions: `app_realm`). */
+/** The Android SMS Retriever app hash: 11 characters of base64 (docs/v1-api.md#send-a-code: `app_realm`). */
 export function isAppRealm(v: string): boolean {
   return /^[A-Za-z0-9+/]{11}$/.test(v);
 }
@@ -146,7 +146,7 @@ export function renderOtpSms(input: OtpSmsInput): RenderedSms {
   const templateId =
     input.templateId === undefined || input.templateId === "" ? DEFAULT_TEMPLATE_ID : input.templateId;
   if (!Object.hasOwn(custom, templateId) && !Object.hasOwn(BUILT_IN, templateId)) {
-    throw badField("template_id", `unknown template ${quote(templateId)}`);
+    throw badField("template_id", `unknown template ${quote(templateId)}`, "invalid_template_id");
   }
   const locale = canonicalOrFallback(input.locale);
 

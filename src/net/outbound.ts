@@ -4,6 +4,7 @@ import { request as httpsRequest } from "node:https";
 import { isIP, type BlockList, type LookupFunction } from "node:net";
 import { badField, RingfenceError } from "../errors.js";
 import { blockList, contains, normalizeAddress, parseCidrs } from "./cidr.js";
+import { NOT_HTTP_URL, parseHttpUrl } from "./validate.js";
 
 /**
  * Addresses no caller-supplied URL may reach unless OUTBOUND_ALLOWED_CIDRS lets it: this host,
@@ -91,9 +92,8 @@ export class OutboundGuard {
 
   /** Why a URL may not be registered, or undefined when it may (addresses resolved now). */
   async refusal(raw: string): Promise<string | undefined> {
-    const url = parseUrl(raw);
-    if (url === undefined) return "must be an http or https URL";
-    if (url.protocol !== "http:" && url.protocol !== "https:") return "must be an http or https URL";
+    const url = parseHttpUrl(raw);
+    if (url === undefined) return NOT_HTTP_URL;
     if (url.username !== "" || url.password !== "") return "must not carry credentials (user:password@)";
     const host = hostOf(url);
     if (isIP(host) !== 0)
@@ -152,10 +152,8 @@ export class OutboundGuard {
       signal?: AbortSignal | null;
     },
   ): Promise<OutboundAnswer> {
-    const url = typeof raw === "string" ? parseUrl(raw) : raw;
+    const url = parseHttpUrl(raw);
     if (url === undefined) throw new OutboundRefused("not an http or https URL");
-    if (url.protocol !== "http:" && url.protocol !== "https:")
-      throw new OutboundRefused("not an http or https URL");
     if (url.username !== "" || url.password !== "") throw new OutboundRefused("the URL carries credentials");
     const host = hostOf(url);
     if (isIP(host) !== 0 && !this.allows(host)) throw new OutboundRefused("a private or reserved address");

@@ -20,8 +20,10 @@ interface StoredClient extends OAuthClient {
   secretHash: string;
 }
 
-const beginIssue = LuaScript.fromFile(new URL("./begin_issue.lua", import.meta.url));
-const deleteClient = LuaScript.fromFile(new URL("./delete_client.lua", import.meta.url));
+const CLIENT_ID = /^rfc_[A-Za-z0-9_-]{22}$/;
+
+const beginIssue = LuaScript.fromFile(new URL("./begin-issue.lua", import.meta.url));
+const deleteClient = LuaScript.fromFile(new URL("./delete-client.lua", import.meta.url));
 
 /**
  * OAuth clients in Redis: `client:{<client_id>}` (hash) and its in-flight counter. The secret is
@@ -57,43 +59,41 @@ export class ClientStore {
     return { client, secret };
   }
 
-  /** The client, if it exists and the secret is its own (compared in constant time). */
-  async authenticate(clientId: string, secret: string): Promise<OAuthClient | undefined> {
-    const found = await this.get(clientId);
+  /** The client, if its fields are those of a client and the secret is its own (constant time). */
+  private authenticate(
+    clientId: string,
+    secret: string,
+    h: Record<string, string> | undefined,
+  ): OAuthClient | undefined {
+    const found = h === undefined ? undefined : decodeClient(clientId, h);
     const ok = this.secrets.matches(CLIENT_SECRET_PURPOSE, secret, found?.secretHash ?? "0".repeat(64));
-    return found !== undefined && ok ? found : undefined;
-  }
-
-  private async get(clientId: string): Promise<StoredClient | undefined> {
-    if (!/^rfc_[A-Za-z0-9_-]{22}$/.test(clientId)) return undefined;
-    const h = await this.redis.hgetall(this.key(clientId));
-    if (h.secret_hash === undefined) return undefined;
-    const list = (v: string | undefined) => JSON.parse(v ?? "[]") as string[];
-    return {
-      clientId,
-      appId: h.app_id ?? "",
-      clientName: h.client_name ?? "",
-      providerUrl: h.provider_url ?? "",
-      redirectUris: list(h.redirect_uris),
-      scopes: list(h.scopes),
-      grantTypes: list(h.grant_types),
-      issuedAt: Number(h.issued_at ?? "0"),
-      secretHash: h.secret_hash,
-    };
+    if (found === undefined || !ok) return undefined;
+    const { secretHash: _hash, ...client } = found;
+    return client;
   }
 
   /**
-   * Runs `issue` under a lease that deletion waits for; undefined when the client does not exist
-   * (any more). See begin_issue.lua.
+   * Runs `issue` under a lease that deletion waits for, with the client when `secret` is its own
+   * (else undefined); answers undefined without calling it when the client does not exist (any
+   * more). One round trip (begin-issue.lua reads the client as it takes the lease); the lease is
+   * given back after `issue`, off the answer path: a deletion waits for it all the same.
    */
-  async whileExists<T>(clientId: string, issue: () => Promise<T>): Promise<T | undefined> {
-    if (!/^rfc_[A-Za-z0-9_-]{22}$/.test(clientId)) return undefined;
+  async whileExists<T>(
+    clientId: string,
+    secret: string,
+    issue: (client: OAuthClient | undefined) => Promise<T>,
+  ): Promise<T | undefined> {
+    if (!CLIENT_ID.test(clientId)) return undefined;
     const inflight = this.key(clientId, "inflight");
-    if ((await beginIssue.run(this.redis, [this.key(clientId), inflight], [])) !== 1) return undefined;
+    const flat = (await beginIssue.run(this.redis, [this.key(clientId), inflight], [])) as string[] | 0;
+    if (flat === 0) return undefined;
+    const h: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) h[flat[i] as string] = flat[i + 1] as string;
     try {
-      return await issue();
+      return await issue(this.authenticate(clientId, secret, h));
     } finally {
-      await this.redis.decr(inflight);
+      // A lease not given back (Redis away) expires with the counter, 30 s after it was taken.
+      void this.redis.decr(inflight).catch(() => undefined);
     }
   }
 
@@ -102,7 +102,7 @@ export class ClientStore {
    * most `waitMs`); false when the app has no such client.
    */
   async delete(appId: string, clientId: string, waitMs = 5_000): Promise<boolean> {
-    if (!/^rfc_[A-Za-z0-9_-]{22}$/.test(clientId)) return false;
+    if (!CLIENT_ID.test(clientId)) return false;
     const inflight = this.key(clientId, "inflight");
     let pending = Number(await deleteClient.run(this.redis, [this.key(clientId), inflight], [appId]));
     if (pending < 0) return false;
@@ -113,4 +113,20 @@ export class ClientStore {
     }
     return true;
   }
+}
+
+function decodeClient(clientId: string, h: Record<string, string>): StoredClient | undefined {
+  if (h.secret_hash === undefined) return undefined;
+  const list = (v: string | undefined) => JSON.parse(v ?? "[]") as string[];
+  return {
+    clientId,
+    appId: h.app_id ?? "",
+    clientName: h.client_name ?? "",
+    providerUrl: h.provider_url ?? "",
+    redirectUris: list(h.redirect_uris),
+    scopes: list(h.scopes),
+    grantTypes: list(h.grant_types),
+    issuedAt: Number(h.issued_at ?? "0"),
+    secretHash: h.secret_hash,
+  };
 }

@@ -1,13 +1,14 @@
 import { z } from "zod";
-import { badField, badInput, RingfenceError } from "../errors.js";
+import { badInput, RingfenceError } from "../errors.js";
 import type { Handlers } from "../rpc/binding.js";
+import { appOf } from "../apps/store.js";
 import type { OAuthServiceService } from "../gen/ringfence/oauth/v1/oauth_service.js";
-import { HTTP_STATUS_MARKER } from "../rpc/binding.js";
 import { SCOPE } from "../apps/app.js";
+import { httpUrlField } from "../net/validate.js";
 import type { AppStore } from "../apps/store.js";
 import type { AppEvents } from "../apps/webhooks.js";
 import { GRANT_TYPES, type ClientStore } from "./clients.js";
-import { clientCredentialsGrant, type TokenDeps } from "./client_credentials.js";
+import { clientCredentialsGrant, type TokenDeps } from "./client-credentials.js";
 
 export interface OAuthDeps extends TokenDeps {
   apps: AppStore;
@@ -15,17 +16,7 @@ export interface OAuthDeps extends TokenDeps {
   events?: AppEvents;
 }
 
-const httpUrl = z
-  .string()
-  .min(1, "is required")
-  .max(2048)
-  .refine((v) => {
-    try {
-      return ["http:", "https:"].includes(new URL(v).protocol);
-    } catch {
-      return false;
-    }
-  }, "must be an http or https URL");
+const httpUrl = httpUrlField({ required: true });
 
 const NewClient = z.object({
   clientName: z.string().trim().min(1, "is required").max(200, "must be at most 200 characters"),
@@ -40,13 +31,16 @@ const NewClient = z.object({
     ),
 });
 
-/** Server tokens: clients of an app, the token endpoint, the key set and the issuer metadata. */
+/**
+ * Server tokens: clients of an app, the token endpoint, the key set and the issuer metadata. The
+ * contract's app operation (addAppScope) is the apps module's (apps/handlers.ts).
+ */
 export function oauthHandlers(
   deps: OAuthDeps & { clients: ClientStore },
-): Handlers<typeof OAuthServiceService> {
+): Omit<Handlers<typeof OAuthServiceService>, "addAppScope"> {
   return {
     async createClient(req, ctx) {
-      const app = await deps.apps.authenticate(req.appId, ctx);
+      const app = appOf(ctx);
       const parsed = NewClient.safeParse(req);
       if (!parsed.success) throw badInput(parsed.error);
       const { client, secret } = await deps.clients.create({
@@ -60,7 +54,6 @@ export function oauthHandlers(
         scopes: client.scopes,
         grant_types: client.grantTypes,
       });
-      ctx.setHeader(HTTP_STATUS_MARKER, "201");
       ctx.setHeader("cache-control", "no-store");
       return {
         clientId: client.clientId,
@@ -76,22 +69,12 @@ export function oauthHandlers(
     },
 
     async deleteClient(req, ctx) {
-      const app = await deps.apps.authenticate(req.appId, ctx);
+      const app = appOf(ctx);
       if (!(await deps.clients.delete(app.appId, req.clientId))) {
         throw new RingfenceError("not_found", "this app has no such client");
       }
       await deps.events?.emit(app.appId, "client.deleted", { client_id: req.clientId });
-      ctx.setHeader(HTTP_STATUS_MARKER, "204");
       return {};
-    },
-
-    async addAppScope(req, ctx) {
-      const app = await deps.apps.authenticate(req.appId, ctx);
-      const scope = SCOPE.safeParse(req.scope);
-      if (!scope.success) {
-        throw badField("scope", scope.error.issues[0]?.message ?? "is invalid");
-      }
-      return { appId: app.appId, scopes: await deps.apps.addScope(app.appId, scope.data) };
     },
 
     async createToken(req, ctx) {

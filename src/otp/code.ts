@@ -2,6 +2,7 @@ import { randomInt } from "node:crypto";
 import { LuaScript, type RedisClient } from "../redis/client.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { RingfenceError } from "../errors.js";
+import { STREAM_LIBRARY } from "../webhooks/stream.js";
 
 /**
  * The one-time-code machinery shared by the V1 verification, OTP login and step-up: codes are
@@ -19,11 +20,11 @@ export const CHECK_STATUSES = [
 export type CheckStatus = (typeof CHECK_STATUSES)[number];
 
 const CODE_PURPOSE = "otp-code";
-const checkCodeScript = LuaScript.fromFile(new URL("./check_code.lua", import.meta.url));
+const checkCodeScript = LuaScript.withLibraries(new URL("./check-code.lua", import.meta.url), STREAM_LIBRARY);
 /** Shared sliding-window functions, prepended to every script that limits sends. */
 export const WINDOW_LIBRARY = new URL("./window.lua", import.meta.url);
 const takeWindowScript = LuaScript.withLibraries(
-  new URL("./take_window.lua", import.meta.url),
+  new URL("./take-window.lua", import.meta.url),
   WINDOW_LIBRARY,
 );
 
@@ -88,7 +89,7 @@ export function hashCode(secrets: Secrets, challengeId: string, code: string): s
 
 export interface CheckKeys {
   challenge: string;
-  /** With events: the list, hook and pending set they go to (see check_code.lua). */
+  /** With events: the list, hook and pending set they go to (see check-code.lua). */
   events?: { list: string; hook: string; pending: string; valid: string; invalid: string };
 }
 

@@ -17,6 +17,8 @@ const COMMON: RedisOptions = {
   connectTimeout: 2_000,
   commandTimeout: COMMAND_TIMEOUT_MS,
   lazyConnect: true,
+  // Commands issued in the same tick by concurrent calls share one socket write.
+  enableAutoPipelining: true,
 };
 
 export function createRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NODES">): RedisClient {
@@ -25,6 +27,7 @@ export function createRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NO
       redisOptions: COMMON,
       lazyConnect: true,
       scaleReads: "master",
+      enableAutoPipelining: true,
     });
   }
   return new Redis(config.REDIS_URL, COMMON);
@@ -45,6 +48,22 @@ function clusterNodes(nodes: string[]) {
     const i = n.lastIndexOf(":");
     return { host: n.slice(0, i), port: Number(n.slice(i + 1)) };
   });
+}
+
+/**
+ * Every key matching `pattern`, by SCAN on every primary of a Cluster (or the one server), in
+ * batches as SCAN returns them. A key may come twice (SCAN's guarantee); callers are idempotent.
+ */
+export async function* scanKeys(redis: RedisClient, pattern: string, count = 1000): AsyncGenerator<string[]> {
+  const nodes = redis instanceof Cluster ? redis.nodes("master") : [redis];
+  for (const node of nodes) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", count);
+      cursor = next;
+      if (keys.length > 0) yield keys;
+    } while (cursor !== "0");
+  }
 }
 
 /** Connects and checks the server answers; throws a one-line error when it does not. */

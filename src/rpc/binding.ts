@@ -10,6 +10,26 @@ export interface CallContext {
   setHeader(name: string, value: string): void;
   /** The caller's IP address as the transport saw it (behind a trusted proxy: the client it saw). */
   readonly clientAddress?: string | undefined;
+  /**
+   * Who calls, as the binding's authenticator of the method found it (an account, an app, a
+   * session); undefined for a method that declares none. Read it with `callerOf`.
+   */
+  readonly caller?: unknown;
+}
+
+/**
+ * Finds who calls, from the call's headers (and, for an id the request carries, the request),
+ * or refuses with the service's error. Declared per method beside the binding.
+ */
+export type Authenticator<C = unknown> = (ctx: CallContext, request: unknown) => Promise<C>;
+
+/**
+ * The caller the binding put on the context, checked to be of the kind `is` accepts; throws when
+ * the binding declares no authenticator of that kind for the method (a wiring mistake).
+ */
+export function callerOf<C>(ctx: CallContext, is: (caller: unknown) => caller is C, kind: string): C {
+  if (!is(ctx.caller)) throw new Error(`no ${kind} on the call: declare its authenticator for the method`);
+  return ctx.caller;
 }
 
 export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res>;
@@ -30,6 +50,10 @@ export interface ServiceBinding {
   readonly headers: Readonly<Record<string, string>>;
   /** Runs before every handler; throws to refuse the call (V1 after its sunset). */
   readonly guard: () => void;
+  /** The HTTP status of a method's success, when it is not 200 (201 created, 204 no content). */
+  readonly successStatus: (method: string) => 201 | 204 | undefined;
+  /** Who may call a method: its authenticator, or undefined for a public method. */
+  readonly authenticatorOf: (method: string) => Authenticator | undefined;
   readonly handlers: Readonly<Record<string, UnaryHandler<unknown, unknown>>>;
 }
 
@@ -42,6 +66,10 @@ export function bindService<S extends ServiceDefinition>(
     methodDialects?: Partial<Record<keyof S & string, ErrorDialect>>;
     headers?: Record<string, string>;
     guard?: () => void;
+    /** Success statuses other than 200, declared here rather than set by handlers. */
+    successStatuses?: Partial<Record<keyof S & string, 201 | 204>>;
+    /** The authenticator of each method that has a caller; the others are public. */
+    authenticators?: Partial<Record<keyof S & string, Authenticator>>;
   },
 ): ServiceBinding {
   const first = Object.values(definition)[0];
@@ -52,6 +80,8 @@ export function bindService<S extends ServiceDefinition>(
     dialectOf: (method) => options.methodDialects?.[method] ?? options.dialect,
     headers: options.headers ?? {},
     guard: options.guard ?? (() => undefined),
+    successStatus: (method) => options.successStatuses?.[method],
+    authenticatorOf: (method) => options.authenticators?.[method],
     handlers,
   };
 }
@@ -62,7 +92,7 @@ export function noStore(ctx: CallContext): void {
   ctx.setHeader("pragma", "no-cache");
 }
 
-/** A header that carries an HTTP status, on success (201, 204) or on error (decisions section 6). */
+/** A header that carries an HTTP status, on success (201, 204) or on error (docs/gateway.md#http-markers). */
 export const HTTP_STATUS_MARKER = "x-http-status";
 /** A trailers-only header that carries the exact JSON error body. */
 export const HTTP_BODY_MARKER = "x-http-body";
@@ -109,7 +139,12 @@ export async function invoke(
         `the request is not a valid protobuf message: ${request.reason}`,
       );
     }
-    return { ok: true, response: await handler(request, ctx), headers };
+    const authenticate = binding.authenticatorOf(method);
+    const caller = authenticate === undefined ? undefined : await authenticate(ctx, request);
+    const response = await handler(request, caller === undefined ? ctx : { ...ctx, caller });
+    const status = binding.successStatus(method);
+    if (status !== undefined) headers[HTTP_STATUS_MARKER] = String(status);
+    return { ok: true, response, headers };
   } catch (err) {
     const error = toWire(err, binding.dialectOf(method), deps.docsUrl);
     if (isRedisUnavailable(err)) {

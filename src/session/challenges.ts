@@ -1,7 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { Keys, RedisClient } from "../redis/client.js";
-import type { Identifier } from "./users.js";
-import type { GrantMode } from "./sessions.js";
+import type { GrantMode, Identifier } from "./identity.js";
 
 export interface StepSpec {
   order: number;

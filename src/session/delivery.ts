@@ -12,7 +12,7 @@ import { limitSubject } from "../net/cidr.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { SmsProvider } from "../messaging/sms.js";
 import { renderOtpEmail, type EmailProvider } from "../messaging/email.js";
-import type { Identifier } from "./users.js";
+import type { Identifier } from "./identity.js";
 
 /**
  * Sends login and step-up codes by SMS or email under the session abuse limits: windows per

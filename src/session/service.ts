@@ -5,26 +5,19 @@ import type { Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { RedisClient } from "../redis/client.js";
 import type { Handlers } from "../rpc/binding.js";
-import { HTTP_STATUS_MARKER, noStore } from "../rpc/binding.js";
+import { noStore } from "../rpc/binding.js";
 import type { SessionServiceService } from "../gen/ringfence/session/v1/session_service.js";
 import type { AppStore } from "../apps/store.js";
 import type { AppEvents } from "../apps/webhooks.js";
 import type { SigningKeys } from "../oauth/keys/signing-keys.js";
 import type { CachedKeySet } from "../oauth/keys/key-set.js";
-import { checkCode, hashCode, newCode } from "../otp/code.js";
-import { parseE164 } from "../lookup/numbers.js";
-import { isEmailAddress } from "../messaging/email.js";
+import { checkChallenge, issueChallenge } from "../otp/challenge.js";
+import { PASSWORD_SCOPE, readIdentifier } from "./identity.js";
 import type { ChallengeStore } from "./challenges.js";
 import type { CodeSender } from "./delivery.js";
 import { readToken, type SessionStore } from "./sessions.js";
-import { authenticateCaller, issueSessionToken } from "./tokens.js";
-import type { Identifier, UserStore } from "./users.js";
-
-/** The scope of the password-change flow. */
-export const PASSWORD_SCOPE = "svc:pwd:write";
-
-/** Session and token events go to the app's webhooks. */
-export type AppEventSink = AppEvents;
+import { issueSessionToken, userOf } from "./tokens.js";
+import type { UserStore } from "./users.js";
 
 export interface SessionDeps {
   config: Config;
@@ -39,7 +32,7 @@ export interface SessionDeps {
   /** The published keys, cached, to verify session tokens on every user call. */
   keySet: CachedKeySet;
   codes: CodeSender;
-  events: AppEventSink;
+  events: AppEvents;
 }
 
 export interface TokenSet {
@@ -49,14 +42,15 @@ export interface TokenSet {
   scope: string;
 }
 
-/** The caller-facing contract of sessions; createAppWebhook is bound by the app webhooks module. */
+/**
+ * The caller-facing contract of sessions. Its app operation (createAppWebhook) is the apps
+ * module's (apps/webhooks.ts), bound beside these where the service is.
+ */
 export function sessionHandlers(
   deps: SessionDeps,
-  createAppWebhook: Handlers<typeof SessionServiceService>["createAppWebhook"],
-): Handlers<typeof SessionServiceService> {
+): Omit<Handlers<typeof SessionServiceService>, "createAppWebhook"> {
   const { config } = deps;
   const issuer = config.ISSUER_URL;
-  const auth = { keySet: deps.keySet, sessions: deps.sessions, issuer };
 
   async function tokens(
     userId: string,
@@ -90,17 +84,12 @@ export function sessionHandlers(
       if (app === undefined) throw badField("app_id", "unknown app");
       const identifier = readIdentifier(req.identifier);
       await deps.codes.allowLogin(app.appId, identifier, ctx.clientAddress);
-      const code = newCode(config.OTP_LENGTH);
       const expiresAtMs = Date.now() + config.OTP_TTL_SECONDS * 1000;
-      const challenge = await deps.challenges.createLogin(app.appId, identifier, expiresAtMs, (id) =>
-        hashCode(deps.secrets, id, code),
-      );
-      try {
-        await deps.codes.send(app.appId, identifier, code, "login", config.OTP_TTL_SECONDS);
-      } catch (err) {
-        await deps.challenges.remove(challenge.key);
-        throw err;
-      }
+      const challenge = await issueChallenge(deps, {
+        create: (codeHash) => deps.challenges.createLogin(app.appId, identifier, expiresAtMs, codeHash),
+        send: (code) => deps.codes.send(app.appId, identifier, code, "login", config.OTP_TTL_SECONDS),
+        remove: (key) => deps.challenges.remove(key),
+      });
       return { challengeToken: challenge.token, expiresAt: new Date(expiresAtMs).toISOString() };
     },
 
@@ -111,7 +100,7 @@ export function sessionHandlers(
       if (ref === undefined || login === undefined)
         throw new RingfenceError("expired_challenge", "unknown or expired challenge_token");
       await deps.codes.allowCheck({ appId: login.appId, id: login.identifier });
-      await checked(deps, ref.key, hashCode(deps.secrets, ref.id, req.code));
+      await checkChallenge(deps, ref, req.code);
       const { user, created } = await deps.users.findOrCreate(login.appId, login.identifier);
       const jti = randomUUID();
       const grant =
@@ -205,19 +194,18 @@ export function sessionHandlers(
     },
 
     async logout(_req, ctx) {
-      const caller = await authenticateCaller(ctx, auth);
+      const caller = userOf(ctx);
       await deps.sessions.end(caller.userId, caller.sessionId);
       await deps.events.emit(caller.appId, "session.revoked", {
         user_id: caller.userId,
         session_id: caller.sessionId,
         reason: "logout",
       });
-      ctx.setHeader(HTTP_STATUS_MARKER, "204");
       return {};
     },
 
     async getMe(_req, ctx) {
-      const caller = await authenticateCaller(ctx, auth);
+      const caller = userOf(ctx);
       const user = await deps.users.get(caller.userId);
       if (user === undefined) throw new RingfenceError("invalid_token", "the user no longer exists");
       return {
@@ -226,45 +214,5 @@ export function sessionHandlers(
         scopes: await deps.sessions.scopes(caller.userId, caller.sessionId),
       };
     },
-
-    createAppWebhook,
   };
-}
-
-/** Checks a code against a challenge and turns each refusal into its error. */
-export async function checked(
-  deps: { redis: RedisClient; config: Config },
-  key: string,
-  codeHash: string,
-): Promise<void> {
-  const { status } = await checkCode(
-    deps.redis,
-    { challenge: key },
-    {
-      now: Date.now(),
-      codeHash,
-      maxChecks: deps.config.OTP_MAX_CHECKS,
-    },
-  );
-  if (status === "valid") return;
-  if (status === "invalid") throw new RingfenceError("invalid_code", "the code is not right");
-  if (status === "rate_limited") {
-    throw new RingfenceError("too_many_attempts", "too many wrong codes: start again");
-  }
-  throw new RingfenceError("expired_challenge", "unknown, used or expired challenge_token");
-}
-
-/** An identifier as callers send it, validated. */
-export function readIdentifier(id: { type: string; value: string } | undefined): Identifier {
-  if (id === undefined) throw badField("identifier", "is required");
-  if (id.type === "phone_number") {
-    const parsed = parseE164(id.value);
-    if (parsed === undefined) throw badField("identifier.value", "must be an E.164 phone number");
-    return { type: "phone_number", value: parsed.e164 };
-  }
-  if (id.type === "email_address") {
-    if (!isEmailAddress(id.value)) throw badField("identifier.value", "must be an email address");
-    return { type: "email_address", value: id.value };
-  }
-  throw badField("identifier.type", "must be phone_number or email_address");
 }

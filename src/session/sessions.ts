@@ -1,12 +1,11 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
+import type { GrantMode } from "./identity.js";
 
-const openSession = LuaScript.fromFile(new URL("./open_session.lua", import.meta.url));
-const refreshSession = LuaScript.fromFile(new URL("./refresh_session.lua", import.meta.url));
-const grantScope = LuaScript.fromFile(new URL("./grant_scope.lua", import.meta.url));
-const resetPassword = LuaScript.fromFile(new URL("./reset_password.lua", import.meta.url));
-
-export type GrantMode = "single-use" | "session";
+const openSession = LuaScript.fromFile(new URL("./open-session.lua", import.meta.url));
+const refreshSession = LuaScript.fromFile(new URL("./refresh-session.lua", import.meta.url));
+const grantScope = LuaScript.fromFile(new URL("./grant-scope.lua", import.meta.url));
+const resetPassword = LuaScript.fromFile(new URL("./reset-password.lua", import.meta.url));
 
 export interface Grant {
   scope: string;

@@ -1,6 +1,6 @@
 import { jwtVerify } from "jose";
 import { isRedisUnavailable, RingfenceError } from "../errors.js";
-import type { CallContext } from "../rpc/binding.js";
+import { callerOf, type Authenticator, type CallContext } from "../rpc/binding.js";
 import { signAccessToken, type SigningKeys } from "../oauth/keys/signing-keys.js";
 import type { CachedKeySet } from "../oauth/keys/key-set.js";
 import type { SessionStore } from "./sessions.js";
@@ -47,7 +47,7 @@ const CHALLENGE = { "www-authenticate": 'Bearer realm="ringfence", error="invali
  * logout or a revoked session applies at once even to tokens already issued. The token must carry
  * `exp` and `iat`, and an `aud` equal to its `app_id`, as `issueSessionToken` makes it.
  */
-export async function authenticateCaller(
+async function authenticateCaller(
   ctx: CallContext,
   deps: { keySet: CachedKeySet; sessions: SessionStore; issuer: string },
 ): Promise<Caller> {
@@ -84,4 +84,22 @@ export async function authenticateCaller(
   }
   const scopes = typeof scope === "string" && scope !== "" ? scope.split(" ") : [];
   return { userId: sub, sessionId, appId, jti, scopes };
+}
+
+/** The authenticator of a user's calls: a session access token (see authenticateCaller). */
+export function sessionAuthenticator(deps: {
+  keySet: CachedKeySet;
+  sessions: SessionStore;
+  issuer: string;
+}): Authenticator<Caller> {
+  return (ctx) => authenticateCaller(ctx, deps);
+}
+
+/** The user and session of a call (put on the context by `sessionAuthenticator`). */
+export function userOf(ctx: CallContext): Caller {
+  return callerOf(
+    ctx,
+    (c): c is Caller => typeof c === "object" && c !== null && "sessionId" in c && "jti" in c,
+    "user session",
+  );
 }

@@ -1,13 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
-
-export const IDENTIFIER_TYPES = ["phone_number", "email_address"] as const;
-export type IdentifierType = (typeof IDENTIFIER_TYPES)[number];
-
-export interface Identifier {
-  type: IdentifierType;
-  value: string;
-}
+import { IDENTIFIER_TYPES, type Identifier } from "./identity.js";
 
 export interface User {
   userId: string;
@@ -16,7 +9,7 @@ export interface User {
   hasPassword: boolean;
 }
 
-const createUser = LuaScript.fromFile(new URL("./create_user.lua", import.meta.url));
+const createUser = LuaScript.fromFile(new URL("./create-user.lua", import.meta.url));
 
 /**
  * Users of an app: `user:{<user_id>}` (hash), and the app's identifier index

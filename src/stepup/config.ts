@@ -6,18 +6,12 @@ import type {
   CreateStepUpConfigRequest,
   CreateStepUpConfigResponse,
 } from "../gen/ringfence/stepup/v1/stepup_service.js";
-import {
-  GRANT_MODES,
-  IDENTIFIER_TYPES,
-  STATUSES,
-  checkDecision,
-  isHttpUrl,
-  isOneOf,
-  type Decision,
-  type IdentifierType,
-} from "./rules.js";
+import { GRANT_MODES, IDENTIFIER_TYPES, type IdentifierType } from "../session/identity.js";
+import { STATUSES, checkDecision, isOneOf, type Decision } from "./rules.js";
+import { isHttpUrl } from "../net/validate.js";
 
-export type { Decision, GrantMode, IdentifierType, Status, Step } from "./rules.js";
+export type { Decision, Status, Step } from "./rules.js";
+export type { GrantMode, IdentifierType } from "../session/identity.js";
 
 /** An entry that serves its decision inline. */
 export interface DirectEntry extends Decision {
@@ -41,17 +35,17 @@ export type Entry = DirectEntry | DelegatedEntry;
 export interface StepUpConfig {
   /** The key set that signs delegated decisions; "" when every entry is direct. */
   jwksUrl: string;
-  /** Kept and echoed as given; the specification does not show their shape. */
+  /** Kept and echoed as given (docs/session-api.md#step-up-configuration): no shape is set. */
   stepKeys: Record<string, unknown>[];
   entries: Entry[];
 }
 
-/** Bounds the specification leaves open: a configuration is small, and stored whole. */
+/** Bounds of our own (docs/session-api.md#step-up-configuration-limits): a configuration is small, and stored whole. */
 export const MAX_ENTRIES = 50;
 export const MAX_STEP_KEYS = 50;
 
 /**
- * Checks every rule of the specification's "Step-up configuration" and "Limits" and answers the
+ * Checks every rule of docs/session-api.md#step-up-configuration and its limits and answers the
  * configuration to store. The first broken rule throws `invalid_stepup_config` whose `field` is
  * the path a caller wrote, e.g. `allowed_scopes[1].direct.identifier_types[0]`.
  * `appScopes` are the scopes registered for the app: an entry may only resolve one of them.
@@ -71,7 +65,7 @@ export function validateStepUpConfig(
     const at = `allowed_scopes[${i}]`;
     const entry = validateEntry(raw, at, registered);
     if (entry.mode === "delegated") {
-      // Specification "Limits": at most one delegated entry per scope, the fallback.
+      // docs/session-api.md#step-up-configuration-limits: at most one delegated entry per scope, the fallback.
       if (delegatedScopes.has(entry.scope)) {
         fail(`${at}.scope`, `scope ${entry.scope} already has a delegated entry; at most one is allowed`);
       }

@@ -4,7 +4,7 @@ export type Resolution =
   { kind: "direct"; entry: DirectEntry } | { kind: "delegated"; entry: DelegatedEntry } | { kind: "none" };
 
 /**
- * Which entry answers a step-up request, by the specification's "Step-up request rules": the
+ * Which entry answers a step-up request, by docs/session-api.md#step-up-request-rules: the
  * first direct entry, in declaration order, whose scope matches and whose identifier types
  * overlap those the user holds; else the scope's delegated entry (at most one exists); else none.
  */

@@ -2,16 +2,10 @@ import { CompactSign, compactVerify, createRemoteJWKSet, customFetch } from "jos
 import { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
 import type { SigningKeys } from "../oauth/keys/signing-keys.js";
-import {
-  GRANTED_FOR,
-  GRANT_MODES,
-  STATUSES,
-  checkDecision,
-  type Decision,
-  type IdentifierType,
-} from "./rules.js";
+import { GRANT_MODES, type IdentifierType } from "../session/identity.js";
+import { GRANTED_FOR, STATUSES, checkDecision, type Decision } from "./rules.js";
 
-/** What the service POSTs to a delegation hook (decisions section 5), as JSON. */
+/** What the service POSTs to a delegation hook (docs/session-api.md#delegation-hooks), as JSON. */
 export interface HookRequest {
   scope_requested: string;
   user_id: string;
@@ -23,7 +17,7 @@ export interface HookRequest {
 export interface DelegationOptions {
   /** The service's signing keys: the request signature is made with the current one. */
   keys: SigningKeys;
-  /** The whole hook call, answer and its verification included; default 2000 (decisions section 5). */
+  /** The whole hook call, answer and its verification included; default 2000 (docs/session-api.md#delegation-hooks). */
   timeoutMs?: number;
   /** How long an app's key set is used before it is fetched again; default 600000 (10 min). */
   jwksCacheMs?: number;
@@ -58,7 +52,7 @@ const MAX_ANSWER_BYTES = 64 * 1024;
 /** Key sets kept in memory, least recently used dropped first. */
 const MAX_KEY_SETS = 1000;
 
-/** The decision payload a hook signs (decisions section 5); unknown members are ignored. */
+/** The decision payload a hook signs (docs/session-api.md#delegation-hooks); unknown members are ignored. */
 const HookDecision = z.object({
   status: z.enum(STATUSES),
   granted_for: z.number().int().min(GRANTED_FOR.min).max(GRANTED_FOR.max),
@@ -81,7 +75,7 @@ export function blockDecision(): Decision {
 }
 
 /**
- * Asks a delegated entry's hook for a step-up decision (decisions section 5).
+ * Asks a delegated entry's hook for a step-up decision (docs/session-api.md#delegation-hooks).
  *
  * The request: `POST <hook url>` with the JSON body of HookRequest and
  * `X-Webhook-Signature: <protected header>..<signature>`, a compact JWS of the exact body bytes

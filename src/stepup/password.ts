@@ -1,6 +1,6 @@
 import { Algorithm, hash, verify } from "@node-rs/argon2";
 
-/** Passwords (decisions section 5): 8 to 128 characters, stored as argon2id. */
+/** Passwords (docs/session-api.md#password-change): 8 to 128 characters, stored as argon2id. */
 export const PASSWORD_LENGTH = { min: 8, max: 128 } as const;
 
 /** Why a password is refused, or undefined. Length counts characters, not UTF-16 units. */

@@ -1,22 +1,17 @@
+import { GRANT_MODES, STEP_IDENTIFIER, type GrantMode } from "../session/identity.js";
 /**
  * The step-up vocabulary and the rules a decision must keep, whether it comes from a direct entry
- * of the configuration or from a delegation hook (specification "Step-up configuration", "Limits").
+ * of the configuration or from a delegation hook (docs/session-api.md#step-up-configuration-limits).
  */
-
-export const IDENTIFIER_TYPES = ["email_address", "phone_number"] as const;
-export type IdentifierType = (typeof IDENTIFIER_TYPES)[number];
 
 export const STATUSES = ["continue", "review", "block"] as const;
 export type Status = (typeof STATUSES)[number];
 
-export const GRANT_MODES = ["single-use", "session"] as const;
-export type GrantMode = (typeof GRANT_MODES)[number];
-
-/** Specification "Limits": 0 to 86400 seconds. */
+/** docs/session-api.md#step-up-configuration-limits: 0 to 86400 seconds. */
 export const GRANTED_FOR = { min: 0, max: 86_400 } as const;
 
 /**
- * Seconds a user has to complete one step. The specification leaves the bounds open: 30 s is the
+ * Seconds a user has to complete one step (bounds of our own, docs/session-api.md#step-up-configuration-limits): 30 s is the
  * least in which a code can arrive and be typed, and an hour is the most a one-time code should live.
  */
 export const EXPIRATION_DURATION = { min: 30, max: 3_600 } as const;
@@ -26,16 +21,10 @@ export const MAX_STEPS = 10;
 
 /**
  * A step key: `verify_email`, `verify_sms`, or a custom key of this shape. Only `verify_email` and
- * `verify_sms` can be completed by this service; a custom key is accepted (the specification
- * allows it) but a challenge that reaches it cannot go further here.
+ * `verify_sms` can be completed by this service; a custom key is accepted
+ * (docs/session-api.md#step-up-configuration allows it) but a challenge that reaches it cannot go further here.
  */
 export const STEP_KEY = /^[a-z][a-z0-9_]{0,63}$/;
-
-/** The identifier a built-in step sends its code to. */
-export const STEP_IDENTIFIER: Readonly<Record<string, IdentifierType>> = {
-  verify_email: "email_address",
-  verify_sms: "phone_number",
-};
 
 export interface Step {
   /** Position, 1..n. */
@@ -63,12 +52,6 @@ export interface Problem {
 
 export function isOneOf<T extends string>(values: readonly T[], value: unknown): value is T {
   return (values as readonly unknown[]).includes(value);
-}
-
-export function isHttpUrl(value: string): boolean {
-  if (value.length > 2048 || !URL.canParse(value)) return false;
-  const url = new URL(value);
-  return (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== "";
 }
 
 /**

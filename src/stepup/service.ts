@@ -5,22 +5,24 @@ import type { OutboundGuard } from "../net/outbound.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { Handlers } from "../rpc/binding.js";
-import { HTTP_STATUS_MARKER, noStore } from "../rpc/binding.js";
+import { noStore } from "../rpc/binding.js";
 import type { StepUpServiceService } from "../gen/ringfence/stepup/v1/stepup_service.js";
 import type { AppStore } from "../apps/store.js";
 import { SCOPE } from "../apps/app.js";
 import type { CachedKeySet } from "../oauth/keys/key-set.js";
-import { hashCode, newCode } from "../otp/code.js";
+import { checkChallenge, issueChallenge } from "../otp/challenge.js";
 import type { ChallengeStore, StepUpState } from "../session/challenges.js";
 import type { CodeSender } from "../session/delivery.js";
 import type { SessionStore } from "../session/sessions.js";
-import { authenticateCaller } from "../session/tokens.js";
+import { userOf } from "../session/tokens.js";
+import { appOf } from "../apps/store.js";
 import type { UserStore } from "../session/users.js";
-import { checked, PASSWORD_SCOPE, type AppEventSink } from "../session/service.js";
+import { PASSWORD_SCOPE, STEP_IDENTIFIER } from "../session/identity.js";
+import type { AppEvents } from "../apps/webhooks.js";
 import { fail, StoredStepUpConfig, toResponse, validateStepUpConfig, type StepUpConfig } from "./config.js";
 import { decide } from "./decide.js";
 import type { DelegationClient } from "./delegation.js";
-import type { Decision, IdentifierType } from "./rules.js";
+import type { Decision } from "./rules.js";
 import { hashPassword, checkPasswordPolicy } from "./password.js";
 
 export interface StepUpDeps {
@@ -39,19 +41,12 @@ export interface StepUpDeps {
   delegation: DelegationClient;
   /** Checks jwks_url and hook URLs: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
   outbound: Pick<OutboundGuard, "refusal">;
-  events: AppEventSink;
+  events: AppEvents;
 }
-
-/** Which identifier a built-in step proves; other keys cannot be completed by this service. */
-const STEP_IDENTIFIER: Readonly<Record<string, IdentifierType>> = {
-  verify_email: "email_address",
-  verify_sms: "phone_number",
-};
 
 /** Step-up configuration, decisions, challenge steps and the password change they unlock. */
 export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceService> {
   const { config } = deps;
-  const auth = { keySet: deps.keySet, sessions: deps.sessions, issuer: config.ISSUER_URL };
   const configKey = (appId: string) => deps.keys.key("app", appId, "stepup");
 
   async function loadConfig(appId: string): Promise<StepUpConfig | undefined> {
@@ -67,23 +62,18 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     const identifier = user?.identifiers.find((i) => i.type === type);
     if (step === undefined || identifier === undefined) return undefined;
     await deps.codes.allowStepUp(state.appId, userId, state.sessionId, identifier);
-    const code = newCode(config.OTP_LENGTH);
     const expiresAtMs = Date.now() + step.expirationDuration * 1000;
-    const challenge = await deps.challenges.createStepUp(userId, state, expiresAtMs, (id) =>
-      hashCode(deps.secrets, id, code),
-    );
-    try {
-      await deps.codes.send(state.appId, identifier, code, "step_up", step.expirationDuration);
-    } catch (err) {
-      await deps.challenges.remove(challenge.key);
-      throw err;
-    }
+    const challenge = await issueChallenge(deps, {
+      create: (codeHash) => deps.challenges.createStepUp(userId, state, expiresAtMs, codeHash),
+      send: (code) => deps.codes.send(state.appId, identifier, code, "step_up", step.expirationDuration),
+      remove: (key) => deps.challenges.remove(key),
+    });
     return challenge.token;
   }
 
   return {
     async createStepUpConfig(req, ctx) {
-      const app = await deps.apps.authenticate(req.appId, ctx);
+      const app = appOf(ctx);
       const validated = validateStepUpConfig(req, await deps.apps.scopes(app.appId));
       const urls: [string, string][] = validated.entries.flatMap((e, i): [string, string][] =>
         e.mode === "delegated" ? [[`allowed_scopes[${i}].delegated.url`, e.url]] : [],
@@ -94,13 +84,12 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
         if (refusal !== undefined) fail(field, refusal);
       }
       await deps.redis.set(configKey(app.appId), JSON.stringify(validated));
-      ctx.setHeader(HTTP_STATUS_MARKER, "201");
       return toResponse(app.appId, validated);
     },
 
     async requestStepUp(req, ctx) {
       noStore(ctx);
-      const caller = await authenticateCaller(ctx, auth);
+      const caller = userOf(ctx);
       const scope = SCOPE.safeParse(req.scope);
       if (!scope.success) throw badField("scope", scope.error.issues[0]?.message ?? "is invalid");
       if (!(await deps.apps.scopes(caller.appId)).includes(scope.data)) {
@@ -172,7 +161,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
         throw new RingfenceError("invalid_token", "the session has ended");
       }
       await deps.codes.allowCheck({ userId: ref.userId });
-      await checked(deps, ref.key, hashCode(deps.secrets, ref.id, req.code));
+      await checkChallenge(deps, ref, req.code);
       await deps.challenges.remove(ref.key);
       const next = { ...state, stepIndex: state.stepIndex + 1 };
       const nextStep = next.steps[next.stepIndex];
@@ -193,7 +182,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     },
 
     async resetPassword(req, ctx) {
-      const caller = await authenticateCaller(ctx, auth);
+      const caller = userOf(ctx);
       const problem = checkPasswordPolicy(req.password);
       if (problem !== undefined) throw badField("password", problem);
       const insufficient = () =>
@@ -214,7 +203,6 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
       const who = { user_id: caller.userId, session_id: caller.sessionId };
       await deps.events.emit(caller.appId, "scope.consumed", { ...who, scope: PASSWORD_SCOPE });
       await deps.events.emit(caller.appId, "password.changed", who);
-      ctx.setHeader(HTTP_STATUS_MARKER, "204");
       return {};
     },
   };

@@ -1,24 +1,33 @@
 import { createHash, randomUUID } from "node:crypto";
 import { hashCode as hashOtp, newCode } from "../otp/code.js";
 import { z } from "zod";
-import { badField, badInput, quote, RingfenceError } from "../errors.js";
+import { badField, badInput, quote, RingfenceError, type ErrorCode } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { AccountStore } from "../accounts/store.js";
-import type { StoredAccount } from "../accounts/account.js";
-import { authenticateCustomer } from "../accounts/authenticate.js";
-import type { CallContext, Handlers } from "../rpc/binding.js";
+import type { Handlers } from "../rpc/binding.js";
+import { accountOf } from "../accounts/authenticate.js";
 import type { VerifyServiceService } from "../gen/ringfence/verify/v1/verify_service.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import { parseE164, type ParsedNumber } from "../lookup/numbers.js";
 import { isStaticSpam } from "../lookup/spam.js";
 import { isAppRealm, isBcp47, renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
-import { CreateAuthenticationInput, FEEDBACK_STATUSES, type Envelope, type EventType } from "./model.js";
+import {
+  CREATE_FIELD_CODES,
+  CreateAuthenticationInput,
+  FEEDBACK_STATUSES,
+  type Envelope,
+  type EventType,
+} from "./model.js";
+import { readBack } from "./read-back.js";
 import type { OutgoingSms } from "../messaging/provider.js";
-import type { Hold, SendPlace, StoredAuthentication, VerifyStore } from "./store.js";
+import type { Hold, SendPlace, VerifyStore } from "./store.js";
+import { phoneInRegions } from "../net/validate.js";
+import { makeEnvelope, secretRef } from "../webhooks/stream.js";
+import { ACCOUNT_SECRET_KIND } from "../accounts/account.js";
 import { holdSpanMs, outcomeUnknown, settleHold, STALE_AFTER_MS, unavailable } from "./holds.js";
 
 export interface VerifyDeps {
@@ -45,24 +54,6 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
 
   const hashCode = (auth: string, code: string) => hashOtp(deps.secrets, auth, code);
   const priceFor = (country: string) => config.SMS_PRICES[country] ?? config.SMS_PRICES.default ?? 0;
-
-  async function customer(uuid: string, ctx: CallContext): Promise<StoredAccount> {
-    return authenticateCustomer(deps.accounts, deps.secrets, uuid, ctx);
-  }
-
-  function number(account: StoredAccount, e164: string): ParsedNumber {
-    const parsed = parseE164(e164);
-    if (parsed === undefined) {
-      throw new RingfenceError("invalid_phone_number", `${quote(e164)} is not a valid E.164 phone number`);
-    }
-    if (account.regions.length > 0 && !account.regions.includes(parsed.countryCode)) {
-      throw new RingfenceError(
-        "unsupported_region",
-        `numbers of ${parsed.countryCode || "this range"} are outside this account's regions`,
-      );
-    }
-    return parsed;
-  }
 
   const owner = randomUUID();
   /** The hold arguments of a send or retry issued now, its message sealed (it holds the code). */
@@ -121,26 +112,28 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
 
   return {
     async createAuthentication(req, ctx) {
-      const input = parse(CreateAuthenticationInput, req);
+      const input = parse(CreateAuthenticationInput, req, CREATE_FIELD_CODES);
       if (input.locale !== "" && !isBcp47(input.locale))
         throw badField("locale", "must be a BCP-47 language tag");
-      if (input.appRealm !== "" && !isAppRealm(input.appRealm)) {
-        throw badField("app_realm", "must be the 11-character Android SMS Retriever hash");
+      checkAppRealm(input.appRealm, input.deviceType);
+      const account = accountOf(ctx);
+      if (input.senderId !== "" && !account.senderIds.includes(input.senderId)) {
+        throw badField(
+          "sender_id",
+          `${quote(input.senderId)} is not one of this account's sender IDs`,
+          "unauthorized_sender_id",
+        );
       }
-      const account = await customer(input.customerUuid, ctx);
       // After authentication, so that anonymous callers cannot make the service resolve names.
       if (input.callbackUrl !== "") await deps.outbound.checkUrl(input.callbackUrl, "callback_url");
-      const phone = number(account, input.phoneNumber);
+      const phone = phoneInRegions(input.phoneNumber, account.regions);
       const staticSpam = await isStaticSpam(config, deps.lookupData, phone);
 
       const t = now();
       const authUuid = randomUUID();
       const code = newCode(config.OTP_LENGTH);
       const locale = resolveLocale(input.locale === "" ? undefined : input.locale, phone.countryCode);
-      const from =
-        input.senderId !== "" && account.senderIds.includes(input.senderId)
-          ? input.senderId
-          : config.SMS_FROM;
+      const from = input.senderId === "" ? config.SMS_FROM : input.senderId;
       const message = renderOtpSms({
         code,
         locale,
@@ -199,23 +192,29 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
             deviceNumbers: config.SPAM_DEVICE_NUMBERS,
             range: config.SPAM_RANGE_BURST,
           },
-          fields: {
-            customer_uuid: account.customerUuid,
-            phone_number: phone.e164,
-            country_code: phone.countryCode,
-            created_at: createdAt,
-            expires_at: expiresAt,
-            expires_at_ms: String(expiresMs),
-            checks: "0",
-            retries: "0",
-            attempts: "0",
-            validated: "0",
-            correlation_id: correlationId,
+          authentication: {
+            customerUuid: account.customerUuid,
+            phoneNumber: phone.e164,
+            countryCode: phone.countryCode,
+            createdAt,
+            expiresAt,
+            expiresAtMs: expiresMs,
+            correlationId,
             locale: message.locale,
-            template_id: message.templateId,
+            templateId: message.templateId,
             from,
-            app_realm: input.appRealm,
-            callback_url: input.callbackUrl,
+            appRealm: input.appRealm,
+            callbackUrl: input.callbackUrl,
+            priceMicros: price,
+            signals: {
+              ip: input.ip,
+              deviceId: input.deviceId,
+              deviceType: input.deviceType,
+              appVersion: input.appVersion,
+              osVersion: input.osVersion,
+              deviceModel: input.deviceModel,
+              isReturningUser: input.isReturningUser,
+            },
           },
           events: {
             pending: authEvent("pending"),
@@ -225,7 +224,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
           hook:
             input.callbackUrl === ""
               ? null
-              : { url: input.callbackUrl, secretRef: `account:${account.customerUuid}` },
+              : { url: input.callbackUrl, secretRef: secretRef(ACCOUNT_SECRET_KIND, account.customerUuid) },
         },
         holdArgs(sms),
       );
@@ -250,9 +249,9 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
     },
 
     async checkAuthentication(req, ctx) {
-      const authUuid = uuidField("authentication_uuid", req.authenticationUuid);
+      const authUuid = authUuidField(req.authenticationUuid);
       if (!/^\d{1,12}$/.test(req.checkCode)) throw badField("check_code", "must be the digits of the code");
-      const account = await customer(req.customerUuid, ctx);
+      const account = accountOf(ctx);
       const t = now();
       const correlationId = await store.correlationId(account.customerUuid, authUuid);
       const checkEvent = (status: string) =>
@@ -275,8 +274,8 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
     },
 
     async retryAuthentication(req, ctx) {
-      const authUuid = uuidField("authentication_uuid", req.authenticationUuid);
-      const account = await customer(req.customerUuid, ctx);
+      const authUuid = authUuidField(req.authenticationUuid);
+      const account = accountOf(ctx);
       const found = await store.get(account.customerUuid, authUuid);
       if (found === undefined) throw unknownAuthentication();
       const { auth } = found;
@@ -346,28 +345,41 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
         authenticationUuid: authUuid,
         status: r.status,
         createdAt: new Date(t).toISOString(),
-        nextRetryAt: showNext ? new Date(r.nextRetryAtMs).toISOString() : "",
+        ...(showNext ? { nextRetryAt: new Date(r.nextRetryAtMs).toISOString() } : {}),
         remainingRetry: remaining,
       };
     },
 
     async getAuthentication(req, ctx) {
-      const authUuid = uuidField("authentication_uuid", req.authenticationUuid);
-      const account = await customer(ctx.header("customer-uuid") ?? "", ctx);
+      const authUuid = authUuidField(req.authenticationUuid);
+      const account = accountOf(ctx);
       const found = await store.get(account.customerUuid, authUuid);
       if (found === undefined) throw unknownAuthentication();
-      return toAuthenticationResponse(authUuid, found.auth, found.events);
+      return readBack(authUuid, found.auth, found.events, now());
     },
 
     async createFeedback(req, ctx) {
       const status = req.status;
       if (!(FEEDBACK_STATUSES as readonly string[]).includes(status)) {
-        throw badField("status", `must be one of ${FEEDBACK_STATUSES.join(", ")}`);
+        throw badField("status", `must be one of ${FEEDBACK_STATUSES.join(", ")}`, "invalid_feedback_status");
       }
-      const account = await customer(req.customerUuid, ctx);
-      const phone = number(account, req.phoneNumber);
+      const account = accountOf(ctx);
+      const phone = phoneInRegions(req.phoneNumber, account.regions);
       const uuid = stableUuid(`${account.customerUuid}|${phone.e164}|${status}`);
-      await store.saveFeedback(account.customerUuid, phone.e164, status, uuid, new Date(now()).toISOString());
+      const saved = await store.saveFeedback(
+        account.customerUuid,
+        phone.e164,
+        status,
+        uuid,
+        new Date(now()).toISOString(),
+      );
+      if (!saved) {
+        throw badField(
+          "status",
+          `${phone.e164} is already recorded as ${status} (feedback ${uuid})`,
+          "duplicated_feedback_status",
+        );
+      }
       return { uuid };
     },
   };
@@ -410,40 +422,13 @@ export async function recordReceipt(deps: VerifyDeps, receipt: DeliveryReceipt):
   if (hooked) await kick(deps, deps.store.authKeys(owner.customer, owner.auth).events);
 }
 
-function toAuthenticationResponse(authUuid: string, auth: StoredAuthentication, events: Envelope[]) {
-  return {
-    authenticationUuid: authUuid,
-    status: auth.status,
-    phoneNumber: auth.phoneNumber,
-    createdAt: auth.createdAt,
-    expiresAt: auth.expiresAt,
-    validated: auth.validated,
-    checks: auth.checks,
-    retries: auth.retries,
-    correlationId: auth.correlationId,
-    events: events.map((e) => ({
-      id: e.id,
-      type: e.type,
-      createdAt: e.created_at,
-      correlationId: e.correlation_id ?? "",
-      payload: e.payload,
-    })),
-  };
-}
-
 function envelope(
   type: EventType,
   createdAt: string,
   correlationId: string,
   payload: Record<string, unknown>,
 ): Envelope {
-  return {
-    id: randomUUID(),
-    type,
-    created_at: createdAt,
-    ...(correlationId === "" ? {} : { correlation_id: correlationId }),
-    payload,
-  };
+  return makeEnvelope({ type, createdAt, correlationId, payload });
 }
 
 function sendPlace(
@@ -475,17 +460,43 @@ function stableUuid(name: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
-function parse<T>(schema: z.ZodType<T>, value: unknown): T {
+function parse<T>(schema: z.ZodType<T>, value: unknown, codes: Record<string, ErrorCode> = {}): T {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
-  throw badInput(r.error);
+  throw badInput(r.error, codes);
 }
 
-function uuidField(field: string, value: string): string {
-  if (!z.uuid().safeParse(value).success) throw badField(field, "must be a uuid");
+/**
+ * `app_realm` (the Android SMS Retriever hash) needs `device_type` ANDROID: the original API's
+ * codes tell a malformed hash, a missing device type and another device type apart.
+ */
+function checkAppRealm(appRealm: string, deviceType: string): void {
+  if (appRealm === "") return;
+  if (!isAppRealm(appRealm)) {
+    throw badField("app_realm", "must be the 11-character Android SMS Retriever hash", "invalid_app_realm");
+  }
+  if (deviceType === "") {
+    throw badField("app_realm", "requires device_type ANDROID", "app_realm_require_device_type");
+  }
+  if (deviceType !== "ANDROID") {
+    throw badField(
+      "app_realm",
+      `requires device_type ANDROID, not ${deviceType}`,
+      "unsupported_app_realm_device_type",
+    );
+  }
+}
+
+function authUuidField(value: string): string {
+  if (!z.uuid().safeParse(value).success) {
+    throw badField("authentication_uuid", `${quote(value)} is not a uuid`, "invalid_auth_uuid");
+  }
   return value.toLowerCase();
 }
 
 function unknownAuthentication(): RingfenceError {
-  return new RingfenceError("not_found", "unknown authentication_uuid for this customer");
+  return new RingfenceError(
+    "no_associated_auth_found",
+    "no authentication of this customer has this authentication_uuid",
+  );
 }

@@ -1,18 +1,24 @@
 import type { Keys, RedisClient } from "../redis/client.js";
 import { LuaScript } from "../redis/client.js";
 import { RingfenceError } from "../errors.js";
-import { outboxKeys } from "../webhooks/stream.js";
+import { outboxKeys, STREAM_LIBRARY } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
 import { checkCode, WINDOW_LIBRARY, type CheckStatus } from "../otp/code.js";
 
 const HOLD_LIBRARY = new URL("./hold.lua", import.meta.url);
 const script = (name: string) =>
-  LuaScript.withLibraries(new URL(`./${name}.lua`, import.meta.url), WINDOW_LIBRARY, HOLD_LIBRARY);
-const sendCode = script("send_code");
-const retryCode = script("retry_code");
-const resolveHold = script("resolve_hold");
-const claimHold = script("claim_hold");
-const appendEvent = script("append_event");
+  LuaScript.withLibraries(
+    new URL(`./${name}.lua`, import.meta.url),
+    WINDOW_LIBRARY,
+    HOLD_LIBRARY,
+    STREAM_LIBRARY,
+  );
+const sendCode = script("send-code");
+const retryCode = script("retry-code");
+const resolveHold = script("resolve-hold");
+const claimHold = script("claim-hold");
+const appendEvent = script("append-event");
+const saveFeedback = LuaScript.fromFile(new URL("./save-feedback.lua", import.meta.url));
 
 /**
  * What the send and retry scripts need to record a hold: the charge of a message whose
@@ -33,7 +39,7 @@ export interface HoldArgs {
 export interface Hold {
   customer: string;
   id: string;
-  /** The keys resolve_hold.lua needs after the two hold keys (account, spend, auth, ..., windows). */
+  /** The keys resolve-hold.lua needs after the two hold keys (account, spend, auth, ..., windows). */
   release: string[];
   sealed: string;
   owner: string;
@@ -53,7 +59,7 @@ export interface AuthKeys {
   pending: string;
 }
 
-/** What the send script needs; see send_code.lua. */
+/** What the send script needs; see send-code.lua. */
 export interface SendArgs {
   now: number;
   phone: string;
@@ -67,7 +73,7 @@ export interface SendArgs {
   keepUntil: number;
   limits: { number: Window | null; ip: Window | null; device: Window | null; account: Window | null };
   spam: { ipNumbers: Window | null; deviceNumbers: Window | null; range: Window | null };
-  fields: Record<string, string>;
+  authentication: NewAuthentication;
   /** The `authentication` event for each status the script may decide. */
   events: Record<"pending" | "rate_limited" | "spam_detected", string>;
   hook: { url: string; secretRef: string } | null;
@@ -83,25 +89,113 @@ export interface SendPlace {
   month: string;
 }
 
-export interface StoredAuthentication {
+/** The device and user data points given at creation (empty strings: not given). */
+export interface Signals {
+  ip: string;
+  deviceId: string;
+  deviceType: string;
+  appVersion: string;
+  osVersion: string;
+  deviceModel: string;
+  isReturningUser?: boolean | undefined;
+}
+
+/** What a new authentication is stored with; its status and code come from send-code.lua. */
+export interface NewAuthentication {
   customerUuid: string;
   phoneNumber: string;
   countryCode: string;
-  status: string;
   createdAt: string;
   expiresAt: string;
   expiresAtMs: number;
-  validated: boolean;
-  checks: number;
-  retries: number;
-  attempts: number;
-  nextRetryAtMs: number;
   correlationId: string;
   locale: string;
   templateId: string;
   from: string;
   appRealm: string;
   callbackUrl: string;
+  /** The price of one message to this number when it was created, in millionths. */
+  priceMicros: number;
+  signals: Signals;
+}
+
+export interface StoredAuthentication extends NewAuthentication {
+  status: string;
+  validated: boolean;
+  checks: number;
+  retries: number;
+  attempts: number;
+  nextRetryAtMs: number;
+}
+
+/** The hash fields of an authentication row (read by get, written by send-code.lua). */
+function encodeAuthentication(a: NewAuthentication): Record<string, string> {
+  const s = a.signals;
+  return {
+    customer_uuid: a.customerUuid,
+    phone_number: a.phoneNumber,
+    country_code: a.countryCode,
+    created_at: a.createdAt,
+    expires_at: a.expiresAt,
+    expires_at_ms: String(a.expiresAtMs),
+    checks: "0",
+    retries: "0",
+    attempts: "0",
+    validated: "0",
+    correlation_id: a.correlationId,
+    locale: a.locale,
+    template_id: a.templateId,
+    from: a.from,
+    app_realm: a.appRealm,
+    callback_url: a.callbackUrl,
+    price_micros: String(a.priceMicros),
+    ip: s.ip,
+    device_id: s.deviceId,
+    device_type: s.deviceType,
+    app_version: s.appVersion,
+    os_version: s.osVersion,
+    device_model: s.deviceModel,
+    is_returning_user: s.isReturningUser === undefined ? "" : s.isReturningUser ? "1" : "0",
+  };
+}
+
+function decodeAuthentication(h: Record<string, string>): StoredAuthentication | undefined {
+  if (h.customer_uuid === undefined) return undefined;
+  const n = (v: string | undefined) => Number(v ?? "0");
+  const text = (v: string | undefined) => v ?? "";
+  return {
+    customerUuid: h.customer_uuid,
+    phoneNumber: text(h.phone_number),
+    countryCode: text(h.country_code),
+    status: text(h.status),
+    createdAt: text(h.created_at),
+    expiresAt: text(h.expires_at),
+    expiresAtMs: n(h.expires_at_ms),
+    validated: h.validated === "1",
+    checks: n(h.checks),
+    retries: n(h.retries),
+    attempts: n(h.attempts),
+    nextRetryAtMs: n(h.next_retry_at_ms),
+    correlationId: text(h.correlation_id),
+    locale: text(h.locale),
+    templateId: text(h.template_id),
+    from: text(h.from),
+    appRealm: text(h.app_realm),
+    callbackUrl: text(h.callback_url),
+    priceMicros: n(h.price_micros),
+    signals: {
+      ip: text(h.ip),
+      deviceId: text(h.device_id),
+      deviceType: text(h.device_type),
+      appVersion: text(h.app_version),
+      osVersion: text(h.os_version),
+      deviceModel: text(h.device_model),
+      isReturningUser:
+        h.is_returning_user === undefined || h.is_returning_user === ""
+          ? undefined
+          : h.is_returning_user === "1",
+    },
+  };
 }
 
 /** Redis-backed state of V1 authentications; every rule runs as one script on one slot. */
@@ -189,7 +283,13 @@ export class VerifyStore {
     keys.push(k.accountWindow, k.ipNumbers, k.deviceNumbers, k.range);
     keys.push(this.holdsKey(place.customer), this.holdKey(place.customer, hold.id));
     const release = JSON.stringify(this.releaseKeys(place, "send"));
-    const status = await scriptCall(sendCode, this.redis, keys, { ...args, hold: { ...hold, release } });
+    const { authentication, ...rest } = args;
+    const fields = encodeAuthentication(authentication);
+    const status = await scriptCall(sendCode, this.redis, keys, {
+      ...rest,
+      fields,
+      hold: { ...hold, release },
+    });
     return status as "pending" | "rate_limited" | "spam_detected" | "stale";
   }
 
@@ -279,31 +379,9 @@ export class VerifyStore {
   ): Promise<{ auth: StoredAuthentication; events: Envelope[] } | undefined> {
     const k = this.authKeys(customer, auth);
     const [h, events] = await Promise.all([this.redis.hgetall(k.auth), this.redis.lrange(k.events, 0, -1)]);
-    if (h.customer_uuid === undefined) return undefined;
-    const n = (v: string | undefined) => Number(v ?? "0");
-    return {
-      auth: {
-        customerUuid: h.customer_uuid,
-        phoneNumber: h.phone_number ?? "",
-        countryCode: h.country_code ?? "",
-        status: h.status ?? "",
-        createdAt: h.created_at ?? "",
-        expiresAt: h.expires_at ?? "",
-        expiresAtMs: n(h.expires_at_ms),
-        validated: h.validated === "1",
-        checks: n(h.checks),
-        retries: n(h.retries),
-        attempts: n(h.attempts),
-        nextRetryAtMs: n(h.next_retry_at_ms),
-        correlationId: h.correlation_id ?? "",
-        locale: h.locale ?? "",
-        templateId: h.template_id ?? "",
-        from: h.from ?? "",
-        appRealm: h.app_realm ?? "",
-        callbackUrl: h.callback_url ?? "",
-      },
-      events: events.map((e) => JSON.parse(e) as Envelope),
-    };
+    const row = decodeAuthentication(h);
+    if (row === undefined) return undefined;
+    return { auth: row, events: events.map((e) => JSON.parse(e) as Envelope) };
   }
 
   /** The correlation_id given at creation ("" when none, or no such authentication). */
@@ -326,15 +404,23 @@ export class VerifyStore {
     return v === null ? undefined : (JSON.parse(v) as { customer: string; auth: string; attempt: number });
   }
 
-  /** Records feedback; the same (number, status) keeps its uuid. */
+  /**
+   * Records the feedback on a number; false (nothing changes) when its recorded status is
+   * already this one.
+   */
   async saveFeedback(
     customer: string,
     phone: string,
     status: string,
     uuid: string,
     at: string,
-  ): Promise<void> {
-    await this.redis.hset(this.keys.key("fb", customer, phone), { status, uuid, updated_at: at });
+  ): Promise<boolean> {
+    const saved = await saveFeedback.run(
+      this.redis,
+      [this.keys.key("fb", customer, phone)],
+      [status, uuid, at],
+    );
+    return Number(saved) === 1;
   }
 }
 

@@ -4,7 +4,8 @@ import { Cluster, type Redis } from "ioredis";
 import { z } from "zod";
 import type { Logger } from "../log.js";
 import { OutboundRefused, type OutboundGuard } from "../net/outbound.js";
-import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
+import { LuaScript, scanKeys, type Keys, type RedisClient } from "../redis/client.js";
+import { parseHttpUrl } from "../net/validate.js";
 import { SIGNATURE_HEADER, signWebhook } from "./signature.js";
 import { hashTag, outboxKeys, PENDING_KIND, readEnvelopeHead, type OutboxKeys } from "./stream.js";
 
@@ -73,9 +74,9 @@ const jobData = z.object({
 type DeliveryJob = z.infer<typeof jobData>;
 const LIVE_STATES: readonly string[] = ["waiting", "delayed", "active", "prioritized", "waiting-children"];
 
-const advanceCursor = LuaScript.fromFile(new URL("./advance_cursor.lua", import.meta.url));
-const finishStream = LuaScript.fromFile(new URL("./finish_stream.lua", import.meta.url));
-const releaseLock = LuaScript.fromFile(new URL("./release_lock.lua", import.meta.url));
+const advanceCursor = LuaScript.fromFile(new URL("./advance-cursor.lua", import.meta.url));
+const finishStream = LuaScript.fromFile(new URL("./finish-stream.lua", import.meta.url));
+const releaseLock = LuaScript.fromFile(new URL("./release-lock.lua", import.meta.url));
 
 /**
  * At-least-once, signed, ordered-per-stream delivery of webhook streams (see stream.ts), shared by
@@ -172,20 +173,13 @@ export class WebhookOutbox {
    * ones out of their set. Pending sets are found by SCAN on every master. Returns how many it kicked.
    */
   async sweep(): Promise<number> {
-    const pattern = this.keys.key(PENDING_KIND, "*");
-    const nodes = this.redis instanceof Cluster ? this.redis.nodes("master") : [this.redis];
     let kicked = 0;
-    for (const node of nodes) {
-      let cursor = "0";
-      do {
-        const [next, sets] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000);
-        cursor = next;
-        for (const set of sets) {
-          for (const list of await this.redis.smembers(set)) {
-            if (await this.recover(list)) kicked++;
-          }
+    for await (const sets of scanKeys(this.redis, this.keys.key(PENDING_KIND, "*"))) {
+      for (const set of sets) {
+        for (const list of await this.redis.smembers(set)) {
+          if (await this.recover(list)) kicked++;
         }
-      } while (cursor !== "0");
+      }
     }
     return kicked;
   }
@@ -352,14 +346,8 @@ export class WebhookOutbox {
   private async target(k: OutboxKeys): Promise<Target> {
     const hook = await this.redis.hgetall(k.hook);
     if (hook.url === undefined || hook.secret_ref === undefined) throw new Error("the stream has no hook");
-    let url: URL;
-    try {
-      url = new URL(hook.url);
-    } catch {
-      throw new Error("the hook's url is not a URL");
-    }
-    if (url.protocol !== "http:" && url.protocol !== "https:")
-      throw new Error("the hook's url is not http(s)");
+    const url = parseHttpUrl(hook.url);
+    if (url === undefined) throw new Error("the hook's url is not http(s)");
     const secret = await this.options.resolveSecret(hook.secret_ref);
     if (secret === undefined) throw new Error("no secret for the hook's secret_ref");
     return { url, secret };

@@ -40,35 +40,67 @@ export function hashTag(key: string): string {
 /** What the domain writes once per stream in `<list>:hook`. */
 export interface WebhookHook {
   url: string;
-  /** Handed to `resolveSecret` at send time (an account or app id), never the secret itself. */
+  /** Handed to `resolveSecret` at send time (`secretRef`), never the secret itself. */
   secretRef: string;
 }
 
+/**
+ * The `secret_ref` of a stream: `<kind>:<id>`. The kind names the owner of the secret (an
+ * account, an app webhook subscription) and so the resolver that finds it (`SecretResolvers`).
+ */
+export function secretRef(kind: string, id: string): string {
+  return `${kind}:${id}`;
+}
+
+/** Finds the secret that signs a stream, by the kind of its `secret_ref`: one resolver per owner. */
+export class SecretResolvers {
+  private readonly byKind = new Map<string, (id: string, ref: string) => Promise<string | undefined>>();
+
+  register(kind: string, resolver: (id: string, ref: string) => Promise<string | undefined>): this {
+    this.byKind.set(kind, resolver);
+    return this;
+  }
+
+  /** The secret of a `secret_ref`; undefined when no resolver knows it (or its owner is gone). */
+  readonly resolve = async (ref: string): Promise<string | undefined> => {
+    const colon = ref.indexOf(":");
+    const resolver = colon > 0 ? this.byKind.get(ref.slice(0, colon)) : undefined;
+    return resolver === undefined ? undefined : resolver(ref.slice(colon + 1), ref);
+  };
+}
+
 /** The envelope every webhook carries; `created_at` is an ISO 8601 time. */
-export interface WebhookEnvelope {
+export interface WebhookEnvelope<T extends string = string, P = unknown> {
   id: string;
-  type: string;
+  type: T;
   created_at: string;
   correlation_id?: string;
-  payload: unknown;
+  payload: P;
+}
+
+/** A new envelope; an empty or absent `correlationId` is left out. */
+export function makeEnvelope<T extends string, P>(input: {
+  type: T;
+  payload: P;
+  correlationId?: string | undefined;
+  id?: string;
+  createdAt?: Date | string;
+}): WebhookEnvelope<T, P> {
+  const createdAt = input.createdAt ?? new Date();
+  return {
+    id: input.id ?? randomUUID(),
+    type: input.type,
+    created_at: typeof createdAt === "string" ? createdAt : createdAt.toISOString(),
+    ...(input.correlationId === undefined || input.correlationId === ""
+      ? {}
+      : { correlation_id: input.correlationId }),
+    payload: input.payload,
+  };
 }
 
 /** A new envelope, serialized: the exact bytes that will be POSTed (and signed). */
-export function newEnvelope(input: {
-  type: string;
-  payload: unknown;
-  correlationId?: string;
-  id?: string;
-  createdAt?: Date;
-}): string {
-  const envelope: WebhookEnvelope = {
-    id: input.id ?? randomUUID(),
-    type: input.type,
-    created_at: (input.createdAt ?? new Date()).toISOString(),
-    ...(input.correlationId === undefined ? {} : { correlation_id: input.correlationId }),
-    payload: input.payload,
-  };
-  return JSON.stringify(envelope);
+export function newEnvelope(input: Parameters<typeof makeEnvelope>[0]): string {
+  return JSON.stringify(makeEnvelope(input));
 }
 
 const envelopeHead = z.object({
@@ -88,11 +120,14 @@ export function readEnvelopeHead(raw: string): { id: string; createdAtMs: number
   return parsed.success ? { id: parsed.data.id, createdAtMs: Date.parse(parsed.data.created_at) } : undefined;
 }
 
-const appendEvent = LuaScript.fromFile(new URL("./append_event.lua", import.meta.url));
+/** The stream rules as Lua functions, prepended to every script that records events (stream.lua). */
+export const STREAM_LIBRARY = new URL("./stream.lua", import.meta.url);
+
+const appendEvent = LuaScript.withLibraries(new URL("./append-event.lua", import.meta.url), STREAM_LIBRARY);
 
 /**
  * Appends one envelope to a stream with the commands a domain script must run (see
- * append_event.lua), for callers that have no state change of their own to record with it.
+ * append-event.lua), for callers that have no state change of their own to record with it.
  * Call `WebhookOutbox.kick(listKey)` afterwards. Returns the stream's new length.
  */
 export async function appendWebhookEvent(

@@ -100,10 +100,10 @@ describe("OTP message text", () => {
     ]);
   });
 
-  it("refuses an unknown template id with bad_request", () => {
+  it("refuses an unknown template id with invalid_template_id", () => {
     const err = thrown(() => render("en", { templateId: "promo" }));
     expect(err).to.be.instanceOf(RingfenceError);
-    expect(err).to.include({ code: "bad_request", message: 'template_id: unknown template "promo"' });
+    expect(err).to.include({ code: "invalid_template_id", message: 'template_id: unknown template "promo"' });
   });
 
   describe("custom templates", () => {

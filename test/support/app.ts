@@ -1,3 +1,4 @@
+import { watchV1Answers } from "./ding-contract.js";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
@@ -77,7 +78,7 @@ export async function startTestApp(
   return {
     ...app,
     config,
-    baseUrl: process.env.GATEWAY_URL ?? `http://127.0.0.1:${app.httpPort ?? 0}`,
+    baseUrl: watchV1Answers(process.env.GATEWAY_URL ?? `http://127.0.0.1:${app.httpPort ?? 0}`),
     grpcAddress: `127.0.0.1:${app.grpcPort}`,
   };
 }

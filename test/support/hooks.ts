@@ -1,3 +1,4 @@
+import { installFetchRecorder, setCurrentTest, violations } from "./ding-contract.js";
 import { startRedis, type RedisServer } from "./redis.js";
 
 let redis: RedisServer | undefined;
@@ -8,12 +9,22 @@ export function testRedisUrl(): string {
   return redis.url;
 }
 
+// Every V1 answer a test receives is checked against the original SDKs' models.
+installFetchRecorder();
+
 export const mochaHooks = {
   async beforeAll(this: Mocha.Context) {
     this.timeout(20_000);
     redis = await startRedis();
   },
+  beforeEach(this: Mocha.Context) {
+    setCurrentTest(this.currentTest?.fullTitle() ?? "");
+  },
   async afterAll() {
     await redis?.stop();
+    if (violations.length > 0) {
+      const lines = violations.slice(0, 50).map((v) => `  ${v.test}\n    ${v.problem}`);
+      throw new Error(`${violations.length} V1 answers the original SDKs would refuse:\n${lines.join("\n")}`);
+    }
   },
 };

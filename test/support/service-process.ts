@@ -1,3 +1,4 @@
+import { watchV1Answers } from "./ding-contract.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { freePort, waitFor } from "./redis.js";
@@ -70,7 +71,7 @@ export async function startServiceProcess(
       resolve({ code, signal, atMs: Date.now() });
     });
   });
-  const baseUrl = `http://127.0.0.1:${httpPort}`;
+  const baseUrl = watchV1Answers(`http://127.0.0.1:${httpPort}`);
   let gone = false;
   void exited.then(() => (gone = true));
   try {

@@ -1,5 +1,6 @@
 import type { CreateAuthenticationRequest } from "../../src/gen/ringfence/verify/v1/verify_service.js";
 import type { AccountStore } from "../../src/accounts/store.js";
+import { rest, type RestAnswer } from "./rest.js";
 
 /** A gRPC send-a-code request: every optional field empty unless given. */
 export function sendRequest(
@@ -35,10 +36,10 @@ export function fundedAccount(accounts: AccountStore, name: string, balanceMicro
 }
 
 /** POST /v1/authentication over REST with an account's key. */
-export function postSend(baseUrl: string, apiKey: string, body: Record<string, unknown>): Promise<Response> {
-  return fetch(`${baseUrl}/v1/authentication`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-api-key": apiKey },
-    body: JSON.stringify(body),
-  });
+export function postSend(
+  baseUrl: string,
+  apiKey: string,
+  body: Record<string, unknown>,
+): Promise<RestAnswer> {
+  return rest(baseUrl).post("/v1/authentication", body, { "x-api-key": apiKey });
 }

@@ -56,12 +56,14 @@ export interface SigningKeysOptions {
 }
 
 const ALG = "ES256";
+/** The longest a cached current kid is used without reading it again (the rotation guarantee). */
+export const KID_MAX_AGE_MS = 1_000;
 const CURRENT = "current";
 const field = (kid: string) => `key:${kid}`;
 
-const installFirstKey = LuaScript.fromFile(new URL("./install_first_signing_key.lua", import.meta.url));
-const rotateKey = LuaScript.fromFile(new URL("./rotate_signing_key.lua", import.meta.url));
-const pruneKeys = LuaScript.fromFile(new URL("./prune_signing_keys.lua", import.meta.url));
+const installFirstKey = LuaScript.fromFile(new URL("./install-first-signing-key.lua", import.meta.url));
+const rotateKey = LuaScript.fromFile(new URL("./rotate-signing-key.lua", import.meta.url));
+const pruneKeys = LuaScript.fromFile(new URL("./prune-signing-keys.lua", import.meta.url));
 
 const EcPublicJwk = z.object({
   kty: z.literal("EC"),
@@ -89,6 +91,13 @@ export class RedisSigningKeys implements SigningKeys {
   private cached: { kid: string; key: Promise<SigningKey> } | undefined;
   /** The first-key creation under way in this instance, so concurrent callers share it. */
   private creating: Promise<string> | undefined;
+  /**
+   * The current kid as last read, and when: used for at most KID_MAX_AGE_MS, and dropped at once
+   * when a rotation is announced on ROTATED_CHANNEL (see `watch`), so a token call costs no
+   * round trip for its key while a rotation reaches every instance within a second.
+   */
+  private kid: { kid: string; readAt: number } | undefined;
+  private readonly channel: string;
 
   constructor(
     private readonly redis: RedisClient,
@@ -101,6 +110,7 @@ export class RedisSigningKeys implements SigningKeys {
       throw new Error("tokenLifetimeSeconds must be positive and clockSkewSeconds not negative");
     }
     this.hashKey = keys.key("signing", "keys");
+    this.channel = keys.key("signing", "rotated");
     this.retentionMs = (options.tokenLifetimeSeconds + skew) * 1000;
     this.now = options.now ?? Date.now;
   }
@@ -122,6 +132,9 @@ export class RedisSigningKeys implements SigningKeys {
     const made = await this.generate();
     await rotateKey.run(this.redis, [this.hashKey], [made.key.kid, made.record, this.now()]);
     this.remember(made.key);
+    this.kid = { kid: made.key.kid, readAt: Date.now() };
+    // Every instance drops its cached kid now; one that misses this reads it within a second.
+    await this.redis.publish(this.channel, made.key.kid);
     await this.prune();
     return { kid: made.key.kid };
   }
@@ -136,12 +149,39 @@ export class RedisSigningKeys implements SigningKeys {
     return { keys: ordered.map(published) };
   }
 
+  /**
+   * Listens, on `subscriber` (a connection of its own: a subscribed one runs nothing else), for
+   * rotations made by other instances or the CLI. Resolves once subscribed; the answer stops it.
+   */
+  async watch(subscriber: RedisClient): Promise<() => Promise<void>> {
+    const onMessage = (channel: string) => {
+      if (channel === this.channel) this.kid = undefined;
+    };
+    subscriber.on("message", onMessage);
+    await subscriber.subscribe(this.channel);
+    return async () => {
+      subscriber.off("message", onMessage);
+      await subscriber.unsubscribe(this.channel).catch(() => undefined);
+    };
+  }
+
   private async currentKid(): Promise<string> {
+    const known = this.kid;
+    if (known !== undefined && Date.now() - known.readAt < KID_MAX_AGE_MS) return known.kid;
+    const readAt = Date.now();
     const kid = await this.redis.hget(this.hashKey, CURRENT);
-    if (kid !== null) return kid;
-    this.creating ??= this.installFirst().finally(() => {
-      this.creating = undefined;
-    });
+    if (kid !== null) {
+      this.kid = { kid, readAt };
+      return kid;
+    }
+    this.creating ??= this.installFirst()
+      .then((installed) => {
+        this.kid = { kid: installed, readAt };
+        return installed;
+      })
+      .finally(() => {
+        this.creating = undefined;
+      });
     return this.creating;
   }
 

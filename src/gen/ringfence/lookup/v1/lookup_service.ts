@@ -35,10 +35,14 @@ export interface LookupPhoneNumberRequest {
 export interface LookupPhoneNumberResponse {
   /** The number looked up, in E.164 form. */
   phoneNumber: string;
-  /** Mobile country code (for example `208` for France); empty when unknown. */
-  mcc: string;
-  /** Mobile network code of the carrier; empty when unknown. */
-  mnc: string;
+  /** Mobile country code (for example `208` for France); absent when unknown. */
+  mcc?:
+    | string
+    | undefined;
+  /** Mobile network code of the carrier; absent when unknown. */
+  mnc?:
+    | string
+    | undefined;
   /**
    * Caller ID name (CNAM). Present only when the account has the `cnam` feature and `cnam`
    * was requested in `type`, and a name is known.
@@ -46,10 +50,14 @@ export interface LookupPhoneNumberResponse {
   callerName?:
     | string
     | undefined;
-  /** Carrier name; empty when unknown. */
-  carrier: string;
-  /** ISO 3166-1 alpha-2 country code of the number; empty for non-geographic numbers. */
-  countryCode: string;
+  /** Carrier name; absent when unknown. */
+  carrier?:
+    | string
+    | undefined;
+  /** ISO 3166-1 alpha-2 country code of the number; absent for non-geographic numbers. */
+  countryCode?:
+    | string
+    | undefined;
   /** Whether the number has been ported to another carrier. */
   numberPorted: boolean;
   /** Whether the number is in the database of disposable numbers. */
@@ -123,11 +131,11 @@ export const LookupPhoneNumberRequest: MessageFns<LookupPhoneNumberRequest> = {
 function createBaseLookupPhoneNumberResponse(): LookupPhoneNumberResponse {
   return {
     phoneNumber: "",
-    mcc: "",
-    mnc: "",
+    mcc: undefined,
+    mnc: undefined,
     callerName: undefined,
-    carrier: "",
-    countryCode: "",
+    carrier: undefined,
+    countryCode: undefined,
     numberPorted: false,
     temporaryPhoneNumber: false,
     lineType: "",
@@ -139,19 +147,19 @@ export const LookupPhoneNumberResponse: MessageFns<LookupPhoneNumberResponse> = 
     if (message.phoneNumber !== "") {
       writer.uint32(10).string(message.phoneNumber);
     }
-    if (message.mcc !== "") {
+    if (message.mcc !== undefined) {
       writer.uint32(18).string(message.mcc);
     }
-    if (message.mnc !== "") {
+    if (message.mnc !== undefined) {
       writer.uint32(26).string(message.mnc);
     }
     if (message.callerName !== undefined) {
       writer.uint32(34).string(message.callerName);
     }
-    if (message.carrier !== "") {
+    if (message.carrier !== undefined) {
       writer.uint32(42).string(message.carrier);
     }
-    if (message.countryCode !== "") {
+    if (message.countryCode !== undefined) {
       writer.uint32(50).string(message.countryCode);
     }
     if (message.numberPorted !== false) {
@@ -271,6 +279,7 @@ export const LookupPhoneNumberResponse: MessageFns<LookupPhoneNumberResponse> = 
  *
  * Every call authenticates with two metadata entries (HTTP headers through the gateways):
  * `customer-uuid` (customer identifier from the account settings) and `x-api-key` (API key).
+ * Answers follow the original API's SDK models: an optional field without a value is left out.
  * Errors carry the V1 error body `{code, message, doc_url}`; see README "Errors".
  */
 export type LookupServiceService = typeof LookupServiceService;

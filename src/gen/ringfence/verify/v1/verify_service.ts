@@ -18,7 +18,6 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { Struct } from "../../../google/protobuf/struct.js";
 
 /** CreateAuthenticationRequest is the body of POST /v1/authentication. */
 export interface CreateAuthenticationRequest {
@@ -121,8 +120,13 @@ export interface RetryAuthenticationResponse {
   status: string;
   /** Time of this answer, RFC 3339. */
   createdAt: string;
-  /** Earliest time of the next retry, RFC 3339; empty when no retry is left. */
-  nextRetryAt: string;
+  /**
+   * Earliest time of the next retry, RFC 3339; absent when no retry is left (the authentication
+   * is validated or expired, or its retries are used up).
+   */
+  nextRetryAt?:
+    | string
+    | undefined;
   /** Retries left. */
   remainingRetry: number;
 }
@@ -133,42 +137,116 @@ export interface GetAuthenticationRequest {
   authenticationUuid: string;
 }
 
-/** AuthenticationEvent is one event of an authentication, as sent to its callback_url. */
-export interface AuthenticationEvent {
-  /** Event identifier; a webhook delivery retried keeps it. */
-  id: string;
-  /** `authentication`, `attempt` or `delivery_status`. */
-  type: string;
-  /** Time of the event, RFC 3339. */
-  createdAt: string;
-  /** The correlation_id of the authentication, when it has one. */
-  correlationId: string;
-  /** What happened; never a code. */
-  payload: { [key: string]: any } | undefined;
-}
-
-/** GetAuthenticationResponse is one authentication with its events, oldest first. */
+/** GetAuthenticationResponse is one authentication as the original API reads it back. */
 export interface GetAuthenticationResponse {
   /** The authentication. */
-  authenticationUuid: string;
-  /** Status at creation: `pending`, `rate_limited` or `spam_detected`. */
-  status: string;
+  uuid: string;
   /** The number the code went to, E.164. */
   phoneNumber: string;
   /** Creation time, RFC 3339. */
   createdAt: string;
-  /** Expiry time, RFC 3339. */
-  expiresAt: string;
-  /** Whether a check succeeded. */
-  validated: boolean;
-  /** Checks made so far. */
-  checks: number;
-  /** Retries made so far. */
-  retries: number;
-  /** The correlation_id given at creation. */
-  correlationId: string;
-  /** Events, oldest first. */
-  events: AuthenticationEvent[];
+  /** The correlation_id given at creation; absent when none was. */
+  correlationId?:
+    | string
+    | undefined;
+  /** The message content variant the code was sent with. */
+  templateId: string;
+  /** The signals given at creation; each is absent when it was not given. */
+  signals:
+    | AuthenticationSignals
+    | undefined;
+  /**
+   * What happened, oldest first: attempts (messages sent), checks, delivery statuses from the
+   * carrier, and balance updates (the charge of each message sent).
+   */
+  events: AuthenticationStatusEvent[];
+}
+
+/** AuthenticationSignals are the device and user data points given at creation. */
+export interface AuthenticationSignals {
+  /** IP address of the user's device. */
+  ip?:
+    | string
+    | undefined;
+  /** Device identifier. */
+  deviceId?:
+    | string
+    | undefined;
+  /** `IOS`, `ANDROID` or `WEB`. */
+  deviceType?:
+    | string
+    | undefined;
+  /** Version of the calling application. */
+  appVersion?:
+    | string
+    | undefined;
+  /** Android SMS Retriever hash. */
+  appRealm?:
+    | string
+    | undefined;
+  /** Device OS version. */
+  osVersion?:
+    | string
+    | undefined;
+  /** Device model. */
+  deviceModel?:
+    | string
+    | undefined;
+  /** Trust signal that the user is genuine. */
+  isReturningUser?: boolean | undefined;
+}
+
+/**
+ * AuthenticationStatusEvent is one event of the read-back, in the original API's four shapes,
+ * told apart by `type`:
+ * - `attempt`: `id`, `attempt_number`, `capability` (`text`), `sender_id`, `status` (`pending`,
+ *   `delivered`, `failed`, `rate_limited`, `expired`);
+ * - `check`: `id`, `status` (a check status, `valid` or `invalid`);
+ * - `delivery_status`: `attempt_id`, `attempt_number`, `originated_at`, `status` (`unknown`,
+ *   `submitted`, `in_transit`, `delivered`, `undeliverable`);
+ * - `balance_update`: `amount` (negative: a charge, in the account's currency),
+ *   `balance_update_type` (`attempt`).
+ * Codes are never stored, so an attempt has no `content` and a check no `code`.
+ */
+export interface AuthenticationStatusEvent {
+  /** `attempt`, `check`, `delivery_status` or `balance_update`. */
+  type: string;
+  /** Time of the event, RFC 3339. */
+  createdAt: string;
+  /** Identifier of the attempt or check. */
+  id?:
+    | string
+    | undefined;
+  /** Status of the attempt, check or delivery. */
+  status?:
+    | string
+    | undefined;
+  /** Number of the attempt (1 for the first message, then one more per retry). */
+  attemptNumber?:
+    | number
+    | undefined;
+  /** Channel of an attempt: `text`. */
+  capability?:
+    | string
+    | undefined;
+  /** Sender ID an attempt was sent from. */
+  senderId?:
+    | string
+    | undefined;
+  /** The attempt a delivery status is about. */
+  attemptId?:
+    | string
+    | undefined;
+  /** Time the carrier gave for a delivery status, RFC 3339. */
+  originatedAt?:
+    | string
+    | undefined;
+  /** Amount of a balance update. */
+  amount?:
+    | number
+    | undefined;
+  /** Kind of a balance update: `attempt`. */
+  balanceUpdateType?: string | undefined;
 }
 
 /** CreateFeedbackRequest is the body of POST /v1/authentication/feedback. */
@@ -183,7 +261,7 @@ export interface CreateFeedbackRequest {
 
 /** CreateFeedbackResponse identifies the recorded feedback. */
 export interface CreateFeedbackResponse {
-  /** Identifier of the feedback; the same for a repeat of the same feedback. */
+  /** Identifier of the feedback. */
   uuid: string;
 }
 
@@ -665,7 +743,7 @@ export const RetryAuthenticationRequest: MessageFns<RetryAuthenticationRequest> 
 };
 
 function createBaseRetryAuthenticationResponse(): RetryAuthenticationResponse {
-  return { authenticationUuid: "", status: "", createdAt: "", nextRetryAt: "", remainingRetry: 0 };
+  return { authenticationUuid: "", status: "", createdAt: "", nextRetryAt: undefined, remainingRetry: 0 };
 }
 
 export const RetryAuthenticationResponse: MessageFns<RetryAuthenticationResponse> = {
@@ -679,7 +757,7 @@ export const RetryAuthenticationResponse: MessageFns<RetryAuthenticationResponse
     if (message.createdAt !== "") {
       writer.uint32(26).string(message.createdAt);
     }
-    if (message.nextRetryAt !== "") {
+    if (message.nextRetryAt !== undefined) {
       writer.uint32(34).string(message.nextRetryAt);
     }
     if (message.remainingRetry !== 0) {
@@ -800,118 +878,22 @@ export const GetAuthenticationRequest: MessageFns<GetAuthenticationRequest> = {
   },
 };
 
-function createBaseAuthenticationEvent(): AuthenticationEvent {
-  return { id: "", type: "", createdAt: "", correlationId: "", payload: undefined };
-}
-
-export const AuthenticationEvent: MessageFns<AuthenticationEvent> = {
-  encode(message: AuthenticationEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.id !== "") {
-      writer.uint32(10).string(message.id);
-    }
-    if (message.type !== "") {
-      writer.uint32(18).string(message.type);
-    }
-    if (message.createdAt !== "") {
-      writer.uint32(26).string(message.createdAt);
-    }
-    if (message.correlationId !== "") {
-      writer.uint32(34).string(message.correlationId);
-    }
-    if (message.payload !== undefined) {
-      Struct.encode(Struct.wrap(message.payload), writer.uint32(42).fork()).join();
-    }
-    return writer;
-  },
-
-  decode(input: BinaryReader | Uint8Array, length?: number): AuthenticationEvent {
-    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
-    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
-    if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
-    }
-    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
-    try {
-      const end = length === undefined ? reader.len : reader.pos + length;
-      const message = createBaseAuthenticationEvent();
-      while (reader.pos < end) {
-        const tag = reader.uint32();
-        switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
-              break;
-            }
-
-            message.id = reader.string();
-            continue;
-          }
-          case 2: {
-            if (tag !== 18) {
-              break;
-            }
-
-            message.type = reader.string();
-            continue;
-          }
-          case 3: {
-            if (tag !== 26) {
-              break;
-            }
-
-            message.createdAt = reader.string();
-            continue;
-          }
-          case 4: {
-            if (tag !== 34) {
-              break;
-            }
-
-            message.correlationId = reader.string();
-            continue;
-          }
-          case 5: {
-            if (tag !== 42) {
-              break;
-            }
-
-            message.payload = Struct.unwrap(Struct.decode(reader, reader.uint32()));
-            continue;
-          }
-        }
-        if ((tag & 7) === 4 || tag === 0) {
-          break;
-        }
-        reader.skip(tag & 7);
-      }
-      return message;
-    } finally {
-      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
-    }
-  },
-};
-
 function createBaseGetAuthenticationResponse(): GetAuthenticationResponse {
   return {
-    authenticationUuid: "",
-    status: "",
+    uuid: "",
     phoneNumber: "",
     createdAt: "",
-    expiresAt: "",
-    validated: false,
-    checks: 0,
-    retries: 0,
-    correlationId: "",
+    correlationId: undefined,
+    templateId: "",
+    signals: undefined,
     events: [],
   };
 }
 
 export const GetAuthenticationResponse: MessageFns<GetAuthenticationResponse> = {
   encode(message: GetAuthenticationResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.authenticationUuid !== "") {
-      writer.uint32(10).string(message.authenticationUuid);
-    }
-    if (message.status !== "") {
-      writer.uint32(18).string(message.status);
+    if (message.uuid !== "") {
+      writer.uint32(10).string(message.uuid);
     }
     if (message.phoneNumber !== "") {
       writer.uint32(26).string(message.phoneNumber);
@@ -919,23 +901,17 @@ export const GetAuthenticationResponse: MessageFns<GetAuthenticationResponse> = 
     if (message.createdAt !== "") {
       writer.uint32(34).string(message.createdAt);
     }
-    if (message.expiresAt !== "") {
-      writer.uint32(42).string(message.expiresAt);
-    }
-    if (message.validated !== false) {
-      writer.uint32(48).bool(message.validated);
-    }
-    if (message.checks !== 0) {
-      writer.uint32(56).int32(message.checks);
-    }
-    if (message.retries !== 0) {
-      writer.uint32(64).int32(message.retries);
-    }
-    if (message.correlationId !== "") {
+    if (message.correlationId !== undefined) {
       writer.uint32(74).string(message.correlationId);
     }
+    if (message.templateId !== "") {
+      writer.uint32(90).string(message.templateId);
+    }
+    if (message.signals !== undefined) {
+      AuthenticationSignals.encode(message.signals, writer.uint32(98).fork()).join();
+    }
     for (const v of message.events) {
-      AuthenticationEvent.encode(v!, writer.uint32(82).fork()).join();
+      AuthenticationStatusEvent.encode(v!, writer.uint32(106).fork()).join();
     }
     return writer;
   },
@@ -958,15 +934,7 @@ export const GetAuthenticationResponse: MessageFns<GetAuthenticationResponse> = 
               break;
             }
 
-            message.authenticationUuid = reader.string();
-            continue;
-          }
-          case 2: {
-            if (tag !== 18) {
-              break;
-            }
-
-            message.status = reader.string();
+            message.uuid = reader.string();
             continue;
           }
           case 3: {
@@ -985,38 +953,6 @@ export const GetAuthenticationResponse: MessageFns<GetAuthenticationResponse> = 
             message.createdAt = reader.string();
             continue;
           }
-          case 5: {
-            if (tag !== 42) {
-              break;
-            }
-
-            message.expiresAt = reader.string();
-            continue;
-          }
-          case 6: {
-            if (tag !== 48) {
-              break;
-            }
-
-            message.validated = reader.bool();
-            continue;
-          }
-          case 7: {
-            if (tag !== 56) {
-              break;
-            }
-
-            message.checks = reader.int32();
-            continue;
-          }
-          case 8: {
-            if (tag !== 64) {
-              break;
-            }
-
-            message.retries = reader.int32();
-            continue;
-          }
           case 9: {
             if (tag !== 74) {
               break;
@@ -1025,12 +961,328 @@ export const GetAuthenticationResponse: MessageFns<GetAuthenticationResponse> = 
             message.correlationId = reader.string();
             continue;
           }
-          case 10: {
-            if (tag !== 82) {
+          case 11: {
+            if (tag !== 90) {
               break;
             }
 
-            message.events.push(AuthenticationEvent.decode(reader, reader.uint32()));
+            message.templateId = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.signals = AuthenticationSignals.decode(reader, reader.uint32());
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.events.push(AuthenticationStatusEvent.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseAuthenticationSignals(): AuthenticationSignals {
+  return {
+    ip: undefined,
+    deviceId: undefined,
+    deviceType: undefined,
+    appVersion: undefined,
+    appRealm: undefined,
+    osVersion: undefined,
+    deviceModel: undefined,
+    isReturningUser: undefined,
+  };
+}
+
+export const AuthenticationSignals: MessageFns<AuthenticationSignals> = {
+  encode(message: AuthenticationSignals, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.ip !== undefined) {
+      writer.uint32(10).string(message.ip);
+    }
+    if (message.deviceId !== undefined) {
+      writer.uint32(18).string(message.deviceId);
+    }
+    if (message.deviceType !== undefined) {
+      writer.uint32(26).string(message.deviceType);
+    }
+    if (message.appVersion !== undefined) {
+      writer.uint32(34).string(message.appVersion);
+    }
+    if (message.appRealm !== undefined) {
+      writer.uint32(42).string(message.appRealm);
+    }
+    if (message.osVersion !== undefined) {
+      writer.uint32(50).string(message.osVersion);
+    }
+    if (message.deviceModel !== undefined) {
+      writer.uint32(58).string(message.deviceModel);
+    }
+    if (message.isReturningUser !== undefined) {
+      writer.uint32(64).bool(message.isReturningUser);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuthenticationSignals {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuthenticationSignals();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.ip = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deviceId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.deviceType = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.appVersion = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.appRealm = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.osVersion = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.deviceModel = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.isReturningUser = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseAuthenticationStatusEvent(): AuthenticationStatusEvent {
+  return {
+    type: "",
+    createdAt: "",
+    id: undefined,
+    status: undefined,
+    attemptNumber: undefined,
+    capability: undefined,
+    senderId: undefined,
+    attemptId: undefined,
+    originatedAt: undefined,
+    amount: undefined,
+    balanceUpdateType: undefined,
+  };
+}
+
+export const AuthenticationStatusEvent: MessageFns<AuthenticationStatusEvent> = {
+  encode(message: AuthenticationStatusEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    if (message.createdAt !== "") {
+      writer.uint32(18).string(message.createdAt);
+    }
+    if (message.id !== undefined) {
+      writer.uint32(26).string(message.id);
+    }
+    if (message.status !== undefined) {
+      writer.uint32(34).string(message.status);
+    }
+    if (message.attemptNumber !== undefined) {
+      writer.uint32(40).int32(message.attemptNumber);
+    }
+    if (message.capability !== undefined) {
+      writer.uint32(50).string(message.capability);
+    }
+    if (message.senderId !== undefined) {
+      writer.uint32(58).string(message.senderId);
+    }
+    if (message.attemptId !== undefined) {
+      writer.uint32(66).string(message.attemptId);
+    }
+    if (message.originatedAt !== undefined) {
+      writer.uint32(74).string(message.originatedAt);
+    }
+    if (message.amount !== undefined) {
+      writer.uint32(81).double(message.amount);
+    }
+    if (message.balanceUpdateType !== undefined) {
+      writer.uint32(90).string(message.balanceUpdateType);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuthenticationStatusEvent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuthenticationStatusEvent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.createdAt = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.attemptNumber = reader.int32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.capability = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.senderId = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.attemptId = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.originatedAt = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 81) {
+              break;
+            }
+
+            message.amount = reader.double();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.balanceUpdateType = reader.string();
             continue;
           }
         }
@@ -1167,8 +1419,10 @@ export const CreateFeedbackResponse: MessageFns<CreateFeedbackResponse> = {
  * no new features; the successor is the V2 verify API.
  *
  * Every call authenticates with the `x-api-key` metadata entry (HTTP header through the
- * gateways); POST bodies carry `customer_uuid`, and GetAuthentication takes the `customer-uuid`
- * entry like the lookup. Errors carry the V1 error body `{code, message, doc_url}`.
+ * gateways); POST bodies carry `customer_uuid`, and GetAuthentication needs the key alone (a
+ * `customer-uuid` entry, when sent, must name the key's account). Answers follow the original
+ * API's SDK models: an optional field without a value is left out. Errors carry the V1 error
+ * body `{code, message, doc_url}`.
  */
 export type VerifyServiceService = typeof VerifyServiceService;
 export const VerifyServiceService = {

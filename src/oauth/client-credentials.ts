@@ -63,19 +63,22 @@ export async function clientCredentialsGrant(
   // cannot pass it), given back when the client authenticates; a full window refuses outright.
   // A client_id is public, so its full window must not lock out the real client: the right
   // secret still works, a wrong one gets 429.
-  const giveBack = await deps.failures.holdAddress(ctx.clientAddress);
+  // Taken beside the client's lease, in the same round trip; awaited before any answer.
+  const requested = readScope(form.get("scope"));
+  const holding = deps.failures.holdAddress(ctx.clientAddress);
+  void holding.catch(() => undefined);
   const failed = async () => {
+    await holding;
     // Only failures read the client's window: a success costs one round trip here, not three.
     const clientWait = await deps.failures.wait(clientId);
     await deps.failures.record(clientId);
     return clientWait > 0 ? tooManyFailures(clientWait) : refused();
   };
   if (clientId === undefined || secret === undefined) throw await failed();
-  const requested = readScope(form.get("scope"));
 
-  const answer = await deps.clients.whileExists(clientId, async () => {
-    const client = await deps.clients.authenticate(clientId, secret);
+  const answer = await deps.clients.whileExists(clientId, secret, async (client) => {
     if (client === undefined) throw await failed();
+    const giveBack = await holding;
     // Off the answer path: a place not given back only counts as one more failure.
     void giveBack().catch(() => undefined);
     if (!client.grantTypes.includes("client_credentials")) {

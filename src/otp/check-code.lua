@@ -30,10 +30,7 @@ end
 
 local hooked = 0
 if type(a.events) == 'table' and (status == 'valid' or status == 'invalid') then
-  redis.call('RPUSH', KEYS[2], a.events[status])
-  if redis.call('EXISTS', KEYS[3]) == 1 then
-    redis.call('SADD', KEYS[4], KEYS[2])
-    hooked = 1
-  end
+  local _
+  _, hooked = stream_append(KEYS[2], KEYS[3], KEYS[4], a.events[status])
 end
 return {status, hooked}

@@ -79,12 +79,11 @@ for k, v in pairs(fields) do
   flat[#flat + 1] = tostring(v)
 end
 redis.call('HSET', KEYS[3], unpack(flat))
-redis.call('RPUSH', KEYS[4], a.events[status])
 if type(a.hook) == 'table' then
-  redis.call('HSET', KEYS[5], 'url', a.hook.url, 'secret_ref', a.hook.secretRef)
-  redis.call('SADD', KEYS[6], KEYS[4])
+  stream_set_hook(KEYS[5], a.hook.url, a.hook.secretRef)
   redis.call('PEXPIREAT', KEYS[5], a.keepUntil)
 end
+stream_append(KEYS[4], KEYS[5], KEYS[6], a.events[status])
 redis.call('PEXPIREAT', KEYS[3], a.keepUntil)
 redis.call('PEXPIREAT', KEYS[4], a.keepUntil)
 return status

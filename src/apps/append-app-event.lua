@@ -24,14 +24,13 @@ if length == 0 then
   redis.call('DEL', delivered)
 elseif redis.call('EXISTS', KEYS[5]) == 0
     and length <= tonumber(redis.call('GET', delivered) or '0') then
-  redis.call('DEL', list, hook, delivered)
-  redis.call('SREM', KEYS[9], list)
+  redis.call('DEL', delivered)
+  stream_drop(list, hook, KEYS[9])
   redis.call('SET', KEYS[1], gen + 1)
   list, hook, delivered = KEYS[6], KEYS[7], KEYS[8]
 end
-redis.call('RPUSH', list, ARGV[2])
-redis.call('HSET', hook, 'url', ARGV[3], 'secret_ref', ARGV[4])
-redis.call('SADD', KEYS[9], list)
+stream_set_hook(hook, ARGV[3], ARGV[4])
+stream_append(list, hook, KEYS[9], ARGV[2])
 local ttl = tonumber(ARGV[5])
 redis.call('PEXPIRE', list, ttl)
 redis.call('PEXPIRE', hook, ttl)

@@ -3,9 +3,5 @@
 -- ARGV[1]: the envelope JSON. Returns 0 when the events list is gone (expired), 1 when
 -- appended, 2 when appended and awaiting webhook delivery.
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('RPUSH', KEYS[1], ARGV[1])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('SADD', KEYS[3], KEYS[1])
-  return 2
-end
-return 1
+local _, hooked = stream_append(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+return 1 + hooked

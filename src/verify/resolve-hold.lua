@@ -17,8 +17,8 @@ if ARGV[2] == 'release' then
   redis.call('DECRBY', KEYS[4], price)
   for i = 9, #KEYS do redis.call('ZREM', KEYS[i], h[2]) end
   if h[3] == 'send' then
-    redis.call('DEL', KEYS[5], KEYS[6], KEYS[7])
-    redis.call('SREM', KEYS[8], KEYS[6])
+    redis.call('DEL', KEYS[5])
+    stream_drop(KEYS[6], KEYS[7], KEYS[8])
   else
     local p = redis.call('HMGET', KEYS[5], 'prev_code_hash', 'prev_next_retry_at_ms')
     if p[1] then

@@ -1,0 +1,20 @@
+import { badField } from "../errors.js";
+import type { AddAppScopeRequest, AddAppScopeResponse } from "../gen/ringfence/oauth/v1/oauth_service.js";
+import type { UnaryHandler } from "../rpc/binding.js";
+import { SCOPE } from "./app.js";
+import { appOf, type AppStore } from "./store.js";
+
+/**
+ * `POST /v1/session/apps/{app_id}/scopes` (an rpc of the OAuth service's contract, an operation on
+ * the app): adds a scope the app's clients and step-up configuration may use.
+ */
+export function addAppScopeHandler(apps: AppStore): UnaryHandler<AddAppScopeRequest, AddAppScopeResponse> {
+  return async (req, ctx) => {
+    const app = appOf(ctx);
+    const scope = SCOPE.safeParse(req.scope);
+    if (!scope.success) {
+      throw badField("scope", scope.error.issues[0]?.message ?? "is invalid");
+    }
+    return { appId: app.appId, scopes: await apps.addScope(app.appId, scope.data) };
+  };
+}

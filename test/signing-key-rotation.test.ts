@@ -1,0 +1,79 @@
+import { expect } from "chai";
+import { randomBytes } from "node:crypto";
+import { Redis } from "ioredis";
+import { decodeProtectedHeader } from "jose";
+import { Keys } from "../src/redis/client.js";
+import { Secrets } from "../src/crypto/secrets.js";
+import { KID_MAX_AGE_MS, RedisSigningKeys, signAccessToken } from "../src/oauth/keys/signing-keys.js";
+import { testRedisUrl } from "./support/hooks.js";
+
+/**
+ * Token calls read no key from Redis: the current kid is cached. The guarantee that keeps: a
+ * rotation made anywhere (another instance, the CLI) is used by every instance within a second,
+ * at once when the rotation's announcement arrives, by the cache's age when it does not.
+ */
+describe("signing key rotation across instances", () => {
+  const conns: Redis[] = [];
+  let prefix: Keys;
+  const secrets = new Secrets(randomBytes(32));
+  const connect = () => {
+    const r = new Redis(testRedisUrl());
+    conns.push(r);
+    return r;
+  };
+  const instance = () => new RedisSigningKeys(connect(), prefix, secrets, { tokenLifetimeSeconds: 600 });
+  const kidOf = async (k: RedisSigningKeys) => {
+    const iat = Math.floor(Date.now() / 1000);
+    return decodeProtectedHeader(await signAccessToken(k, { iat, exp: iat + 60, sub: "u" })).kid;
+  };
+
+  beforeEach(() => {
+    prefix = new Keys(`rot${randomBytes(4).toString("hex")}:`);
+  });
+  afterEach(() => {
+    for (const c of conns.splice(0)) c.disconnect();
+  });
+
+  it("signs with the kid it read, without reading it again, while nothing rotates", async () => {
+    const redis = connect();
+    const keys = new RedisSigningKeys(redis, prefix, secrets, { tokenLifetimeSeconds: 600 });
+    const first = await kidOf(keys);
+    const monitor = connect();
+    let hgets = 0;
+    await monitor.monitor().then((m) => {
+      m.on("monitor", (_t: string, args: string[]) => {
+        if (args[0]?.toLowerCase() === "hget") hgets += 1;
+      });
+    });
+    for (let i = 0; i < 20; i += 1) expect(await kidOf(keys)).to.equal(first);
+    expect(hgets).to.equal(0);
+  });
+
+  it("uses a rotation by another instance at once when it watches for rotations", async () => {
+    const serving = instance();
+    const unwatch = await serving.watch(connect());
+    const before = await kidOf(serving);
+    const { kid } = await instance().rotate();
+    expect(kid).not.to.equal(before);
+    const deadline = Date.now() + 200;
+    let seen = await kidOf(serving);
+    while (seen !== kid && Date.now() < deadline) seen = await kidOf(serving);
+    expect(seen, "the announcement reaches the watcher within milliseconds").to.equal(kid);
+    await unwatch();
+  });
+
+  it("uses a rotation within a second even when it never hears of it", async () => {
+    const deaf = instance();
+    const before = await kidOf(deaf);
+    const rotatedAt = Date.now();
+    const { kid } = await instance().rotate();
+    let seen = before;
+    while (seen !== kid) {
+      expect(Date.now() - rotatedAt, "the new key is used within a second").to.be.at.most(
+        KID_MAX_AGE_MS + 50,
+      );
+      await new Promise((r) => setTimeout(r, 20));
+      seen = await kidOf(deaf);
+    }
+  });
+});
