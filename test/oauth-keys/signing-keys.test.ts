@@ -37,6 +37,20 @@ function claims(sub = "client-1") {
   };
 }
 
+/**
+ * The kid `keys` signs with once a rotation to `kid` is announced: an instance that watches for
+ * rotations drops its cached kid as the announcement arrives, within milliseconds of the PUBLISH.
+ */
+async function kidAfterRotation(keys: SigningKeys, kid: string): Promise<string> {
+  const deadline = Date.now() + 200;
+  let seen = (await keys.current()).kid;
+  while (seen !== kid && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    seen = (await keys.current()).kid;
+  }
+  return seen;
+}
+
 async function verify(token: string, keys: SigningKeys) {
   return jwtVerify(token, createLocalJWKSet(await keys.jwks()), { typ: "at+jwt", algorithms: ["ES256"] });
 }
@@ -214,13 +228,17 @@ describe("signing keys", () => {
     expect((await a.jwks()).keys.map((k) => k.kid)).to.deep.equal([ka.kid]);
   });
 
-  it("a rotation on instance A is used by instance B on its next current()", async () => {
+  it("a rotation on instance A is used by instance B, which watches for rotations, as it is announced", async () => {
     const a = store.instance();
     const b = store.instance();
+    const subscriber = new Redis(testRedisUrl());
+    const unwatch = await b.watch(subscriber);
     const before = await b.current();
     const { kid } = await a.rotate();
     expect(kid).not.to.equal(before.kid);
-    expect((await b.current()).kid).to.equal(kid);
+    expect(await kidAfterRotation(b, kid)).to.equal(kid);
+    await unwatch();
+    subscriber.disconnect();
     const token = await signAccessToken(b, claims());
     expect(decodeProtectedHeader(token).kid).to.equal(kid);
     expect((await verify(token, a)).protectedHeader.kid).to.equal(kid);
@@ -272,17 +290,25 @@ describe("signing keys", () => {
       await cluster.stop();
     });
 
-    it("creates, rotates, publishes and prunes keys with scripts that keep to one slot", async () => {
+    it("creates, rotates, announces, publishes and prunes keys with scripts that keep to one slot", async () => {
       const onCluster = new Store(client);
       const a = onCluster.instance();
       const b = onCluster.instance();
+      const subscriber = createRedis({
+        REDIS_URL: "redis://unused",
+        REDIS_CLUSTER_NODES: cluster.nodes.split(","),
+      });
+      await connectRedis(subscriber);
+      const unwatch = await b.watch(subscriber);
       const [ka, kb] = await Promise.all([a.current(), b.current()]);
       expect(ka.kid).to.equal(kb.kid);
       const oldToken = await signAccessToken(a, claims());
 
       onCluster.advance(1_000);
       const { kid } = await a.rotate();
-      expect((await b.current()).kid).to.equal(kid);
+      expect(await kidAfterRotation(b, kid)).to.equal(kid);
+      await unwatch();
+      subscriber.disconnect();
       expect((await b.jwks()).keys.map((k) => k.kid)).to.deep.equal([kid, ka.kid]);
       await verify(oldToken, b);
 
