@@ -2,6 +2,7 @@ import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK,
 import { z } from "zod";
 import type { Secrets } from "../../crypto/secrets.js";
 import { LuaScript, type Keys, type RedisClient } from "../../redis/client.js";
+import { announceChange, WatchedCache } from "../../redis/watched-cache.js";
 
 /**
  * The keys that sign access tokens (ES256), shared by every instance through Redis.
@@ -92,12 +93,11 @@ export class RedisSigningKeys implements SigningKeys {
   /** The first-key creation under way in this instance, so concurrent callers share it. */
   private creating: Promise<string> | undefined;
   /**
-   * The current kid as last read, and when: used for at most KID_MAX_AGE_MS, and dropped at once
-   * when a rotation is announced on ROTATED_CHANNEL (see `watch`), so a token call costs no
-   * round trip for its key while a rotation reaches every instance within a second.
+   * The current kid, kept for at most KID_MAX_AGE_MS and dropped at once when a rotation is
+   * announced (see `watch`): a token call costs no round trip for its key, while a rotation
+   * reaches every instance within a second.
    */
-  private kid: { kid: string; readAt: number } | undefined;
-  private readonly channel: string;
+  private readonly kid: WatchedCache<string>;
 
   constructor(
     private readonly redis: RedisClient,
@@ -110,7 +110,7 @@ export class RedisSigningKeys implements SigningKeys {
       throw new Error("tokenLifetimeSeconds must be positive and clockSkewSeconds not negative");
     }
     this.hashKey = keys.key("signing", "keys");
-    this.channel = keys.key("signing", "rotated");
+    this.kid = new WatchedCache(keys.key("signing", "rotated"), { maxAgeMs: KID_MAX_AGE_MS, maxEntries: 1 });
     this.retentionMs = (options.tokenLifetimeSeconds + skew) * 1000;
     this.now = options.now ?? Date.now;
   }
@@ -132,9 +132,9 @@ export class RedisSigningKeys implements SigningKeys {
     const made = await this.generate();
     await rotateKey.run(this.redis, [this.hashKey], [made.key.kid, made.record, this.now()]);
     this.remember(made.key);
-    this.kid = { kid: made.key.kid, readAt: Date.now() };
-    // Every instance drops its cached kid now; one that misses this reads it within a second.
-    await this.redis.publish(this.channel, made.key.kid);
+    this.kid.set(CURRENT, made.key.kid);
+    // Every instance drops its kept kid now; one that misses this reads it within a second.
+    await announceChange(this.redis, this.kid.channel, CURRENT);
     await this.prune();
     return { kid: made.key.kid };
   }
@@ -154,29 +154,18 @@ export class RedisSigningKeys implements SigningKeys {
    * rotations made by other instances or the CLI. Resolves once subscribed; the answer stops it.
    */
   async watch(subscriber: RedisClient): Promise<() => Promise<void>> {
-    const onMessage = (channel: string) => {
-      if (channel === this.channel) this.kid = undefined;
-    };
-    subscriber.on("message", onMessage);
-    await subscriber.subscribe(this.channel);
-    return async () => {
-      subscriber.off("message", onMessage);
-      await subscriber.unsubscribe(this.channel).catch(() => undefined);
-    };
+    return this.kid.watch(subscriber);
   }
 
   private async currentKid(): Promise<string> {
-    const known = this.kid;
-    if (known !== undefined && Date.now() - known.readAt < KID_MAX_AGE_MS) return known.kid;
-    const readAt = Date.now();
-    const kid = await this.redis.hget(this.hashKey, CURRENT);
-    if (kid !== null) {
-      this.kid = { kid, readAt };
-      return kid;
-    }
+    const kid = await this.kid.get(
+      CURRENT,
+      async () => (await this.redis.hget(this.hashKey, CURRENT)) ?? undefined,
+    );
+    if (kid !== undefined) return kid;
     this.creating ??= this.installFirst()
       .then((installed) => {
-        this.kid = { kid: installed, readAt };
+        this.kid.set(CURRENT, installed);
         return installed;
       })
       .finally(() => {
