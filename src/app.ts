@@ -6,6 +6,7 @@ import type { Logger } from "./log.js";
 import { Secrets } from "./crypto/secrets.js";
 import { connectRedis, createRedis, Keys, type RedisClient } from "./redis/client.js";
 import { RedisAccountStore } from "./accounts/store.js";
+import { AccountCache } from "./accounts/cache.js";
 import { RedisLookupData } from "./lookup/lookup-data.js";
 import { lookupHandlers } from "./lookup/service.js";
 import { preloadNumberData } from "./lookup/numbers.js";
@@ -61,6 +62,8 @@ export interface Registry {
   keys: Keys;
   secrets: Secrets;
   accounts: RedisAccountStore;
+  /** The accounts V1 callers authenticate with, kept in the process (see AccountCache). */
+  accountCache: AccountCache;
   lookupData: RedisLookupData;
   verify: VerifyStore;
   apps: AppStore;
@@ -81,13 +84,15 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
   await connectRedis(redis);
   const keys = new Keys(config.REDIS_KEY_PREFIX);
   const secrets = new Secrets(config.SECRETS_KEY);
+  const accounts = new RedisAccountStore(redis, keys, secrets);
   return {
     config,
     log,
     redis,
     keys,
     secrets,
-    accounts: new RedisAccountStore(redis, keys, secrets),
+    accounts,
+    accountCache: new AccountCache(accounts, secrets),
     lookupData: new RedisLookupData(redis, keys),
     verify: new VerifyStore(redis, keys),
     apps: new AppStore(redis, keys, secrets),
@@ -189,7 +194,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     events,
   };
   // Who may call what: one authenticator per kind of caller, declared per method below.
-  const customer = customerAuthenticator(r.accounts, r.secrets, bodyCustomerUuid);
+  const customer = customerAuthenticator(r.accountCache, r.secrets, bodyCustomerUuid);
   const user = sessionAuthenticator({ keySet, sessions: r.sessions, issuer: r.config.ISSUER_URL });
   const app = r.apps.managementKey;
   return [
@@ -200,7 +205,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
         checkAuthentication: customer,
         retryAuthentication: customer,
         createFeedback: customer,
-        getAuthentication: apiKeyAuthenticator(r.accounts, r.secrets),
+        getAuthentication: apiKeyAuthenticator(r.accountCache, r.secrets),
       },
     }),
     bindService(
@@ -261,7 +266,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       {
         ...v1ServiceOptions(r.config, "lookup"),
         authenticators: {
-          lookupPhoneNumber: customerAuthenticator(r.accounts, r.secrets, (_req, ctx) =>
+          lookupPhoneNumber: customerAuthenticator(r.accountCache, r.secrets, (_req, ctx) =>
             ctx.header("customer-uuid"),
           ),
         },
@@ -291,9 +296,16 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   await preloadNumberData();
   // The first signing key exists before the first token; a wrong SECRETS_KEY fails here, not per call.
   await registry.signingKeys.current();
-  // Rotations by other instances or the CLI reach this one at once (a connection of its own).
+  // Key rotations and account changes made by other instances or the CLI reach this one at once
+  // (a connection of its own).
   const subscriber = createRedis(config);
-  const unwatch = await registry.signingKeys.watch(subscriber);
+  const unwatches = await Promise.all([
+    registry.signingKeys.watch(subscriber),
+    registry.accountCache.watch(subscriber),
+  ]);
+  const unwatch = async () => {
+    await Promise.all(unwatches.map((stop) => stop()));
+  };
   const gate = new ShutdownGate();
   const delivery = openDelivery(registry, gate);
   await delivery.outbox.start();

@@ -2,7 +2,7 @@ import { RingfenceError } from "../errors.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { callerOf, type Authenticator, type CallContext } from "../rpc/binding.js";
 import { UUID, type StoredAccount } from "./account.js";
-import { API_KEY_PURPOSE, type AccountStore } from "./store.js";
+import { API_KEY_PURPOSE, type AccountReader } from "./store.js";
 
 const UNKNOWN_HASH = "0".repeat(64);
 
@@ -11,7 +11,7 @@ const UNKNOWN_HASH = "0".repeat(64);
  * customer uuid. Unknown customer and wrong key give the same answer, so neither can be probed.
  */
 async function authenticateCustomer(
-  store: AccountStore,
+  store: AccountReader,
   secrets: Secrets,
   customerUuid: string | undefined,
   ctx: CallContext,
@@ -42,7 +42,7 @@ async function authenticateCustomer(
  * `customer-uuid` header, when sent, must name the key's account.
  */
 async function authenticateByKey(
-  store: AccountStore,
+  store: AccountReader,
   secrets: Secrets,
   ctx: CallContext,
 ): Promise<StoredAccount> {
@@ -62,7 +62,7 @@ async function authenticateByKey(
 
 /** The V1 authenticator of calls that name their customer (`customerUuidOf`): see authenticateCustomer. */
 export function customerAuthenticator(
-  store: AccountStore,
+  store: AccountReader,
   secrets: Secrets,
   customerUuidOf: (request: unknown, ctx: CallContext) => string | undefined,
 ): Authenticator<StoredAccount> {
@@ -70,7 +70,7 @@ export function customerAuthenticator(
 }
 
 /** The V1 authenticator of the read-back: the API key alone (see authenticateByKey). */
-export function apiKeyAuthenticator(store: AccountStore, secrets: Secrets): Authenticator<StoredAccount> {
+export function apiKeyAuthenticator(store: AccountReader, secrets: Secrets): Authenticator<StoredAccount> {
   return (ctx) => authenticateByKey(store, secrets, ctx);
 }
 

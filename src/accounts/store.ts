@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Keys, LuaScript, scanKeys, type RedisClient } from "../redis/client.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
+import { announceChange } from "../redis/watched-cache.js";
 import {
   ACCOUNT_FEATURES,
   type AccountFeature,
@@ -16,14 +17,22 @@ export interface CreatedAccount {
   webhookSecret: string;
 }
 
-/** What the rest of the service needs of accounts. */
-export interface AccountStore {
-  create(input: NewAccountInput): Promise<CreatedAccount>;
+/** What authenticating a caller reads of accounts (the store itself, or AccountCache in front of it). */
+export interface AccountReader {
   get(customerUuid: string): Promise<StoredAccount | undefined>;
-  /** The account's webhook signing secret, in clear (for the outbox); undefined for no account. */
-  webhookSecret(customerUuid: string): Promise<string | undefined>;
   /** The account whose API key this is, through the index of key hashes. */
   findByApiKey(apiKey: string): Promise<StoredAccount | undefined>;
+}
+
+/** What the rest of the service needs of accounts. */
+export interface AccountStore extends AccountReader {
+  /** The channel on which every change to an account is announced, by its uuid. */
+  readonly changes: string;
+  create(input: NewAccountInput): Promise<CreatedAccount>;
+  /** The account's webhook signing secret, in clear (for the outbox); undefined for no account. */
+  webhookSecret(customerUuid: string): Promise<string | undefined>;
+  /** The uuid of the account whose API key has this keyed hash (the index), if any. */
+  keyOwner(apiKeyHash: string): Promise<string | undefined>;
   setStatus(customerUuid: string, status: AccountStatus): Promise<boolean>;
   /** Adds (or with a negative amount, removes) money; undefined for an unknown account. */
   credit(customerUuid: string, micros: number): Promise<number | undefined>;
@@ -35,11 +44,15 @@ export const API_KEY_PURPOSE = "account-api-key";
 const updateAccount = LuaScript.fromFile(new URL("./update-account.lua", import.meta.url));
 
 export class RedisAccountStore implements AccountStore {
+  readonly changes: string;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly secrets: Secrets,
-  ) {}
+  ) {
+    this.changes = keys.key("changed", "accounts");
+  }
 
   private key(customerUuid: string): string {
     return this.keys.key("acct", customerUuid);
@@ -92,14 +105,12 @@ export class RedisAccountStore implements AccountStore {
     return account === undefined ? undefined : this.secrets.decrypt(account.webhookSecretSealed);
   }
 
+  async keyOwner(apiKeyHash: string): Promise<string | undefined> {
+    return (await this.redis.get(this.apiKeyKey(apiKeyHash))) ?? undefined;
+  }
+
   async findByApiKey(apiKey: string): Promise<StoredAccount | undefined> {
-    const hash = this.secrets.hash(API_KEY_PURPOSE, apiKey);
-    const customerUuid = await this.redis.get(this.apiKeyKey(hash));
-    if (customerUuid === null) return undefined;
-    const account = await this.get(customerUuid);
-    return account !== undefined && this.secrets.matches(API_KEY_PURPOSE, apiKey, account.apiKeyHash)
-      ? account
-      : undefined;
+    return findByApiKey(this, this.secrets, apiKey);
   }
 
   /**
@@ -143,7 +154,7 @@ export class RedisAccountStore implements AccountStore {
   }
 
   async setStatus(customerUuid: string, status: AccountStatus): Promise<boolean> {
-    return (await updateAccount.run(this.redis, [this.key(customerUuid)], ["status", status])) !== null;
+    return (await this.update(customerUuid, ["status", status])) !== null;
   }
 
   async setTemplate(
@@ -152,18 +163,37 @@ export class RedisAccountStore implements AccountStore {
     language: string,
     text: string,
   ): Promise<boolean> {
-    const r = await updateAccount.run(
-      this.redis,
-      [this.key(customerUuid)],
-      ["template", templateId, language, text],
-    );
-    return r !== null;
+    return (await this.update(customerUuid, ["template", templateId, language, text])) !== null;
   }
 
   async credit(customerUuid: string, micros: number): Promise<number | undefined> {
-    const balance = await updateAccount.run(this.redis, [this.key(customerUuid)], ["credit", micros]);
+    const balance = await this.update(customerUuid, ["credit", micros]);
     return balance === null ? undefined : Number(balance);
   }
+
+  /** Every change goes through here, so that processes keeping the account drop it at once. */
+  private async update(customerUuid: string, args: (string | number)[]): Promise<unknown> {
+    const answer = await updateAccount.run(this.redis, [this.key(customerUuid)], args);
+    if (answer !== null) await announceChange(this.redis, this.changes, customerUuid);
+    return answer;
+  }
+}
+
+/**
+ * The account of an API key: its owner by the key's keyed hash, and only if that account's key
+ * is this one (an index entry left by an older key finds nothing).
+ */
+export async function findByApiKey(
+  reader: Pick<AccountStore, "get" | "keyOwner">,
+  secrets: Secrets,
+  apiKey: string,
+): Promise<StoredAccount | undefined> {
+  const customerUuid = await reader.keyOwner(secrets.hash(API_KEY_PURPOSE, apiKey));
+  if (customerUuid === undefined) return undefined;
+  const account = await reader.get(customerUuid);
+  return account !== undefined && secrets.matches(API_KEY_PURPOSE, apiKey, account.apiKeyHash)
+    ? account
+    : undefined;
 }
 
 function list(v: string | undefined): string[] {

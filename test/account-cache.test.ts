@@ -1,0 +1,169 @@
+import { expect } from "chai";
+import { randomBytes } from "node:crypto";
+import { Redis } from "ioredis";
+import { Keys } from "../src/redis/client.js";
+import { Secrets } from "../src/crypto/secrets.js";
+import { ACCOUNT_MAX_AGE_MS, AccountCache } from "../src/accounts/cache.js";
+import { RedisAccountStore } from "../src/accounts/store.js";
+import { WatchedCache } from "../src/redis/watched-cache.js";
+import { startTestApp, type TestApp } from "./support/app.js";
+import { rest } from "./support/rest.js";
+import { testRedisUrl } from "./support/hooks.js";
+
+const FR_MOBILE = "+33612345678";
+
+/**
+ * V1 calls authenticate against accounts kept in the process, so their one Redis round trip is
+ * their own work. The guarantee that keeps: a change made anywhere (the CLI, another instance)
+ * is honoured at once when its announcement arrives, and within a second when it does not.
+ */
+describe("accounts kept in the process", () => {
+  const conns: Redis[] = [];
+  const connect = () => {
+    const r = new Redis(testRedisUrl());
+    conns.push(r);
+    return r;
+  };
+  after(() => {
+    for (const c of conns.splice(0)) c.disconnect();
+  });
+
+  /** The commands a Redis runs while `during` runs, each as its arguments (MONITOR). */
+  async function commandsDuring(during: () => Promise<void>): Promise<string[][]> {
+    const seen: string[][] = [];
+    const monitor = await connect().monitor();
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      seen.push(args);
+    });
+    await during();
+    // MONITOR lines trail their commands' answers: let the last ones arrive.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    monitor.disconnect();
+    return seen;
+  }
+
+  describe("in the service", () => {
+    let app: TestApp;
+    let customer: { uuid: string; key: string };
+    /** The CLI's view: a store on a connection of its own, as another process has. */
+    let elsewhere: RedisAccountStore;
+
+    before(async () => {
+      app = await startTestApp();
+      const { account, apiKey } = await app.registry.accounts.create({
+        name: "Kept",
+        balanceMicros: 10_000_000,
+        spendingLimitMicros: 100_000_000,
+        features: [],
+        regions: [],
+      });
+      customer = { uuid: account.customerUuid, key: apiKey };
+      elsewhere = new RedisAccountStore(
+        connect(),
+        new Keys(app.config.REDIS_KEY_PREFIX),
+        new Secrets(app.config.SECRETS_KEY),
+      );
+    });
+    after(async () => {
+      await app.stop();
+    });
+
+    const lookup = () =>
+      rest(app.baseUrl).call("GET", `/v1/lookup/${FR_MOBILE}`, {
+        headers: { "customer-uuid": customer.uuid, "x-api-key": customer.key },
+      });
+
+    it("makes a lookup one round trip: its number's data, no account read, while nothing changes", async () => {
+      expect((await lookup()).status).to.equal(200);
+      const seen = await commandsDuring(async () => {
+        for (let i = 0; i < 10; i += 1) expect((await lookup()).status).to.equal(200);
+      });
+      const keys = new Keys(app.config.REDIS_KEY_PREFIX);
+      const numberKey = keys.key("num", FR_MOBILE);
+      const accountKey = keys.key("acct", customer.uuid);
+      const touching = (key: string) => seen.filter((args) => args.includes(key));
+      expect(touching(numberKey).map((args) => args[0]?.toLowerCase())).to.deep.equal(
+        Array.from({ length: 10 }, () => "hgetall"),
+      );
+      expect(touching(accountKey), "the account is not read again").to.deep.equal([]);
+    });
+
+    it("refuses a suspended account as soon as the CLI's suspension is announced, and serves it once resumed", async () => {
+      expect((await lookup()).status).to.equal(200);
+      expect(await elsewhere.setStatus(customer.uuid, "suspended")).to.equal(true);
+      const deadline = Date.now() + 200;
+      let answer = await lookup();
+      while (answer.status === 200 && Date.now() < deadline) answer = await lookup();
+      expect(answer.status, "refused within milliseconds of the announcement").to.equal(400);
+      expect(answer.body.code).to.equal("suspended_account");
+
+      await elsewhere.setStatus(customer.uuid, "active");
+      const again = Date.now() + 200;
+      answer = await lookup();
+      while (answer.status !== 200 && Date.now() < again) answer = await lookup();
+      expect(answer.status).to.equal(200);
+    });
+  });
+
+  describe("without announcements", () => {
+    it("sees a suspension within a second even when it never hears of it", async () => {
+      const keys = new Keys(`acc${randomBytes(4).toString("hex")}:`);
+      const secrets = new Secrets(randomBytes(32));
+      const store = new RedisAccountStore(connect(), keys, secrets);
+      const { account, apiKey } = await store.create({
+        name: "Deaf",
+        balanceMicros: 0,
+        spendingLimitMicros: 0,
+        features: [],
+        regions: [],
+      });
+      const deaf = new AccountCache(store, secrets);
+      expect((await deaf.findByApiKey(apiKey))?.status).to.equal("active");
+      const suspendedAt = Date.now();
+      await store.setStatus(account.customerUuid, "suspended");
+      let status = (await deaf.get(account.customerUuid))?.status;
+      while (status !== "suspended") {
+        expect(Date.now() - suspendedAt, "the change is used within a second").to.be.at.most(
+          ACCOUNT_MAX_AGE_MS + 50,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        status = (await deaf.findByApiKey(apiKey))?.status;
+      }
+      expect(await deaf.findByApiKey(`${apiKey}x`), "another key finds nothing").to.equal(undefined);
+    });
+  });
+
+  describe("WatchedCache", () => {
+    it("does not keep a read that an announcement overtook, and shares one read among concurrent callers", async () => {
+      const cache = new WatchedCache<string>("unused", { maxAgeMs: 60_000, maxEntries: 10 });
+      let reads = 0;
+      let finish: (value: string) => void = () => undefined;
+      const slow = () =>
+        new Promise<string>((resolve) => {
+          reads += 1;
+          finish = resolve;
+        });
+      const first = cache.get("a", slow);
+      const second = cache.get("a", slow);
+      cache.drop("a");
+      finish("before the change");
+      expect(await first).to.equal("before the change");
+      expect(await second).to.equal("before the change");
+      expect(reads, "concurrent callers share one read").to.equal(1);
+      expect(await cache.get("a", () => Promise.resolve("after the change"))).to.equal("after the change");
+      expect(await cache.get("a", () => Promise.resolve("not read again"))).to.equal("after the change");
+    });
+
+    it("never keeps an absent value, and keeps at most maxEntries", async () => {
+      const cache = new WatchedCache<string>("unused", { maxAgeMs: 60_000, maxEntries: 2 });
+      expect(await cache.get("x", () => Promise.resolve(undefined))).to.equal(undefined);
+      expect(await cache.get("x", () => Promise.resolve("now there"))).to.equal("now there");
+      await cache.get("y", () => Promise.resolve("y"));
+      await cache.get("z", () => Promise.resolve("z"));
+      expect(await cache.get("x", () => Promise.resolve("read again")), "the oldest went first").to.equal(
+        "read again",
+      );
+      expect(await cache.get("z", () => Promise.resolve("not read"))).to.equal("z");
+    });
+  });
+});
