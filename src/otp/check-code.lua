@@ -2,7 +2,8 @@
 -- atomically, so concurrent checks can neither both succeed nor pass the attempt limit.
 -- KEYS: 1 challenge hash (fields status, code_hash, validated, expires_at_ms, checks),
 --       2 events list, 3 hook, 4 webhook pending set (2 to 4 only used when events are given).
--- ARGV[1]: JSON {now, codeHash, maxChecks, events?: {valid: envelope, invalid: envelope}}.
+-- ARGV[1]: JSON {now, codeHash, maxChecks, events?: {valid: envelope, invalid: envelope}}, an
+-- envelope being its JSON text or {head, tail} to be completed with the challenge's correlation_id.
 -- Returns {status or 'not_found', 1 when an event awaits webhook delivery}. Only real
 -- comparisons are events, so refused checks cannot grow the list.
 local a = cjson.decode(ARGV[1])
@@ -31,6 +32,8 @@ end
 local hooked = 0
 if type(a.events) == 'table' and (status == 'valid' or status == 'invalid') then
   local _
-  _, hooked = stream_append(KEYS[2], KEYS[3], KEYS[4], a.events[status])
+  local envelope = a.events[status]
+  if type(envelope) == 'table' then envelope = stream_correlated(envelope, KEYS[1]) end
+  _, hooked = stream_append(KEYS[2], KEYS[3], KEYS[4], envelope)
 end
 return {status, hooked}

@@ -2,7 +2,7 @@ import { randomInt } from "node:crypto";
 import { LuaScript, type RedisClient } from "../redis/client.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { RingfenceError } from "../errors.js";
-import { STREAM_LIBRARY } from "../webhooks/stream.js";
+import { STREAM_LIBRARY, type CorrelatedEnvelope } from "../webhooks/stream.js";
 
 /**
  * The one-time-code machinery shared by the V1 verification, OTP login and step-up: codes are
@@ -89,8 +89,17 @@ export function hashCode(secrets: Secrets, challengeId: string, code: string): s
 
 export interface CheckKeys {
   challenge: string;
-  /** With events: the list, hook and pending set they go to (see check-code.lua). */
-  events?: { list: string; hook: string; pending: string; valid: string; invalid: string };
+  /**
+   * With events: the list, hook and pending set they go to, and the envelope of each outcome
+   * (completed with the challenge's correlation_id when given as parts; see check-code.lua).
+   */
+  events?: {
+    list: string;
+    hook: string;
+    pending: string;
+    valid: string | CorrelatedEnvelope;
+    invalid: string | CorrelatedEnvelope;
+  };
 }
 
 /** Checks a code; `hooked` says an event awaits webhook delivery. */

@@ -26,7 +26,7 @@ import { readBack } from "./read-back.js";
 import type { OutgoingSms } from "../messaging/provider.js";
 import type { Hold, SendPlace, VerifyStore } from "./store.js";
 import { phoneInRegions } from "../net/validate.js";
-import { makeEnvelope, secretRef } from "../webhooks/stream.js";
+import { correlatedEnvelope, makeEnvelope, secretRef } from "../webhooks/stream.js";
 import { ACCOUNT_SECRET_KIND } from "../accounts/account.js";
 import { holdSpanMs, outcomeUnknown, settleHold, STALE_AFTER_MS, unavailable } from "./holds.js";
 
@@ -71,11 +71,13 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
 
   /**
    * Sends one held message. Accepted: the hold is committed (the charge stands; in the
-   * background if Redis does not answer) and the call succeeds. Refused: the hold is released
-   * (refund, windows freed) and the call fails. No answer: the hold stays for the recovery,
-   * which re-sends with the same reference and charges by the answer; the caller gets 503.
+   * background if Redis does not answer), the message id remembered for delivery receipts and
+   * the `sent` event recorded, all three in one round trip, and the call succeeds. Refused: the
+   * hold is released (refund, windows freed) and the call fails. No answer: the hold stays for
+   * the recovery, which re-sends with the same reference and charges by the answer; the caller
+   * gets 503. Answers whether the event awaits webhook delivery.
    */
-  async function deliver(hold: Hold, sms: OutgoingSms, attempt: number): Promise<void> {
+  async function deliver(hold: Hold, sms: OutgoingSms, attempt: number, sent: Envelope): Promise<boolean> {
     let providerId: string;
     try {
       ({ providerId } = await deps.sms.send(sms));
@@ -90,12 +92,15 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       if (err instanceof RingfenceError) throw err;
       throw new RingfenceError("internal_server_error", "the message could not be sent; nothing was charged");
     }
-    await settleHold(store, deps.log, hold, "commit");
-    await store
-      .rememberMessage(providerId, { customer: hold.customer, auth: hold.id.split(".")[0] ?? "", attempt })
-      .catch((err: unknown) => {
+    const auth = hold.id.split(".")[0] ?? "";
+    const [, , hooked] = await Promise.all([
+      settleHold(store, deps.log, hold, "commit"),
+      store.rememberMessage(providerId, { customer: hold.customer, auth, attempt }).catch((err: unknown) => {
         deps.log.warn("message id not remembered", { error: String(err) });
-      });
+      }),
+      afterSent(hold.customer, auth, sent),
+    ]);
+    return hooked;
   }
 
   /** Records an event after the message went out; a failure must not fail the call. */
@@ -127,7 +132,12 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       // After authentication, so that anonymous callers cannot make the service resolve names.
       if (input.callbackUrl !== "") await deps.outbound.checkUrl(input.callbackUrl, "callback_url");
       const phone = phoneInRegions(input.phoneNumber, account.regions);
-      const staticSpam = await isStaticSpam(config, deps.lookupData, phone);
+      // One round trip: the number's operator data, and the hold index listing the customer
+      // before a reserve, so a crash cannot lose a hold.
+      const [staticSpam] = await Promise.all([
+        isStaticSpam(config, deps.lookupData, phone),
+        store.indexHolds(account.customerUuid),
+      ]);
 
       const t = now();
       const authUuid = randomUUID();
@@ -167,7 +177,6 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
         reference: `${authUuid}.1`,
       };
 
-      await store.indexHolds(account.customerUuid);
       const status = await store.send(
         place,
         {
@@ -232,10 +241,10 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
 
       const keys = store.authKeys(account.customerUuid, authUuid);
       if (status === "pending") {
-        await deliver(store.holdOf(place, sms.reference, "send"), sms, 1);
-        await afterSent(
-          account.customerUuid,
-          authUuid,
+        await deliver(
+          store.holdOf(place, sms.reference, "send"),
+          sms,
+          1,
           envelope("attempt", new Date(now()).toISOString(), correlationId, {
             authentication_uuid: authUuid,
             attempt: 1,
@@ -253,15 +262,13 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       if (!/^\d{1,12}$/.test(req.checkCode)) throw badField("check_code", "must be the digits of the code");
       const account = accountOf(ctx);
       const t = now();
-      const correlationId = await store.correlationId(account.customerUuid, authUuid);
+      // The script completes each envelope with the correlation_id stored with the authentication.
       const checkEvent = (status: string) =>
-        JSON.stringify(
-          envelope("attempt", new Date(t).toISOString(), correlationId, {
-            authentication_uuid: authUuid,
-            action: "check",
-            status,
-          }),
-        );
+        correlatedEnvelope({
+          type: "attempt",
+          createdAt: new Date(t).toISOString(),
+          payload: { authentication_uuid: authUuid, action: "check", status },
+        });
       const { status, hooked } = await store.check(account.customerUuid, authUuid, {
         now: t,
         codeHash: hashCode(authUuid, req.checkCode),
@@ -322,10 +329,10 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       if (r.status === "stale")
         throw unavailable("the service is temporarily unavailable, try again shortly");
       if (r.status === "approved") {
-        await deliver(store.holdOf(place, sms.reference, "retry"), sms, attempt);
-        const hooked = await afterSent(
-          account.customerUuid,
-          authUuid,
+        const hooked = await deliver(
+          store.holdOf(place, sms.reference, "retry"),
+          sms,
+          attempt,
           envelope("attempt", new Date(now()).toISOString(), auth.correlationId, {
             authentication_uuid: authUuid,
             attempt,

@@ -1,7 +1,7 @@
 import type { Keys, RedisClient } from "../redis/client.js";
 import { LuaScript } from "../redis/client.js";
 import { RingfenceError } from "../errors.js";
-import { outboxKeys, STREAM_LIBRARY } from "../webhooks/stream.js";
+import { outboxKeys, STREAM_LIBRARY, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
 import { checkCode, WINDOW_LIBRARY, type CheckStatus } from "../otp/code.js";
 
@@ -331,7 +331,12 @@ export class VerifyStore {
   async check(
     customer: string,
     auth: string,
-    args: { now: number; codeHash: string; maxChecks: number; events: Record<"valid" | "invalid", string> },
+    args: {
+      now: number;
+      codeHash: string;
+      maxChecks: number;
+      events: Record<"valid" | "invalid", CorrelatedEnvelope>;
+    },
   ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean }> {
     const k = this.authKeys(customer, auth);
     const { events, ...rest } = args;

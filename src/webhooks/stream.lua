@@ -19,6 +19,16 @@ local function stream_append(list, hook, pending, envelope)
   return n, 0
 end
 
+-- An envelope given as {head, tail} (correlatedEnvelope in stream.ts), with the correlation_id
+-- stored in the hash `owner` put between the two when it has one: the exact JSON bytes to POST.
+local function stream_correlated(parts, owner)
+  local id = redis.call('HGET', owner, 'correlation_id')
+  if id and id ~= '' then
+    return parts.head .. ',"correlation_id":' .. cjson.encode(id) .. parts.tail
+  end
+  return parts.head .. parts.tail
+end
+
 -- Drops a stream and its hook, and takes it out of the pending set.
 local function stream_drop(list, hook, pending)
   redis.call('DEL', list, hook)

@@ -103,6 +103,25 @@ export function newEnvelope(input: Parameters<typeof makeEnvelope>[0]): string {
   return JSON.stringify(makeEnvelope(input));
 }
 
+/**
+ * An envelope to be completed by the script that appends it with the correlation_id stored next
+ * to its stream (`stream_correlated` in stream.lua), so the caller needs no read first: the
+ * serialized envelope cut where the correlation_id goes. head + tail is the envelope without one.
+ */
+export interface CorrelatedEnvelope {
+  head: string;
+  tail: string;
+}
+
+export function correlatedEnvelope(
+  input: Omit<Parameters<typeof makeEnvelope>[0], "correlationId">,
+): CorrelatedEnvelope {
+  const json = newEnvelope(input);
+  // The fields before payload are an id, a type and a time: none can hold this text.
+  const cut = json.indexOf(',"payload":');
+  return { head: json.slice(0, cut), tail: json.slice(cut) };
+}
+
 const envelopeHead = z.object({
   id: z.string().min(1),
   created_at: z.string().refine((v) => !Number.isNaN(Date.parse(v)), "must be an ISO 8601 time"),
