@@ -585,6 +585,24 @@ describe("V1 verification", () => {
         expect(d.body).not.to.include(code);
       }
     });
+    it("puts any correlation_id into the events a check records, byte for byte as JSON", async () => {
+      const correlationId = 'quote " slash / back \\ tab\t é ☃';
+      const sent = await send({ correlation_id: correlationId });
+      await check(sent.body.authentication_uuid, "000000");
+      await check(sent.body.authentication_uuid, "111111");
+      const list = app.registry.verify.authKeys(c.uuid, String(sent.body.authentication_uuid)).events;
+      const stored = (await app.registry.redis.lrange(list, 0, -1)).map((e) => JSON.parse(e) as Json);
+      expect(stored.map((e) => [e.type, (e.payload as Json).action ?? null])).to.deep.include.members([
+        ["attempt", "check"],
+      ]);
+      for (const envelope of stored) expect(envelope.correlation_id).to.equal(correlationId);
+      const plain = await send();
+      await check(plain.body.authentication_uuid, "000000");
+      const events = app.registry.verify.authKeys(c.uuid, String(plain.body.authentication_uuid)).events;
+      for (const raw of await app.registry.redis.lrange(events, 0, -1)) {
+        expect(JSON.parse(raw) as Json).not.to.have.property("correlation_id");
+      }
+    });
   });
 
   describe("read-back by key", () => {
