@@ -302,6 +302,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   const unwatches = await Promise.all([
     registry.signingKeys.watch(subscriber),
     registry.accountCache.watch(subscriber),
+    registry.lookupData.watch(subscriber),
   ]);
   const unwatch = async () => {
     await Promise.all(unwatches.map((stop) => stop()));
@@ -326,6 +327,18 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     },
     (err: unknown) => {
       log.warn("API key index not completed; the next start completes it", {
+        error: err instanceof Error ? err.message : String(err),
+      });
+    },
+  );
+  // Sends skip the number's data unless its prefix has overrides: records imported before the
+  // prefixes existed get theirs (until then every send reads its number's data).
+  registry.lookupData.completeOverridePrefixes().then(
+    (read) => {
+      if (read > 0) log.info("number override prefixes completed", { records: read });
+    },
+    (err: unknown) => {
+      log.warn("number override prefixes not completed; the next start completes them", {
         error: err instanceof Error ? err.message : String(err),
       });
     },

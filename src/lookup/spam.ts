@@ -5,14 +5,16 @@ import { describeNumber, type ParsedNumber } from "./numbers.js";
 /**
  * The static spam rule every SMS obeys, V1 sends, logins and step-up alike: a number whose line
  * type is listed in SPAM_LINE_TYPES (premium-rate, shared-cost by default), or a disposable
- * number while SPAM_DISPOSABLE is on. Imported lookup data wins over the built-in facts.
+ * number while SPAM_DISPOSABLE is on. Imported lookup data wins over the built-in facts; it is
+ * read only when the number's prefix has overrides, so most sends spend no round trip here.
  */
 export async function isStaticSpam(
   rules: Pick<Config, "SPAM_LINE_TYPES" | "SPAM_DISPOSABLE">,
   data: LookupDataSource,
   phone: ParsedNumber,
 ): Promise<boolean> {
-  const [facts, record] = await Promise.all([describeNumber(phone), data.get(phone.e164)]);
+  const read = async () => ((await data.mayOverrideSpam(phone.e164)) ? data.get(phone.e164) : undefined);
+  const [facts, record] = await Promise.all([describeNumber(phone), read()]);
   const lineType = record?.lineType ?? facts.lineType;
   const disposable = record?.temporaryPhoneNumber ?? facts.disposable;
   return (
