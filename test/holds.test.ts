@@ -109,7 +109,6 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       events: { pending: event, rate_limited: event, spam_detected: event },
       hook: null,
     };
-    await store.indexHolds(customer);
     const status = await store.send(place, args, {
       id: message.reference,
       issuedAt: opts.issuedAt ?? now,

@@ -132,12 +132,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       // After authentication, so that anonymous callers cannot make the service resolve names.
       if (input.callbackUrl !== "") await deps.outbound.checkUrl(input.callbackUrl, "callback_url");
       const phone = phoneInRegions(input.phoneNumber, account.regions);
-      // One round trip: the number's operator data, and the hold index listing the customer
-      // before a reserve, so a crash cannot lose a hold.
-      const [staticSpam] = await Promise.all([
-        isStaticSpam(config, deps.lookupData, phone),
-        store.indexHolds(account.customerUuid),
-      ]);
+      const staticSpam = await isStaticSpam(config, deps.lookupData, phone);
 
       const t = now();
       const authUuid = randomUUID();
@@ -311,7 +306,6 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
         locale: message.locale,
         reference: `${authUuid}.${attempt}`,
       };
-      await store.indexHolds(account.customerUuid);
       const r = await store.retry(
         place,
         {

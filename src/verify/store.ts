@@ -252,8 +252,8 @@ export class VerifyStore {
     return this.redis.status === "end";
   }
 
-  /** Lists the customer in the hold index; called before a reserve so a crash cannot lose a hold. */
-  async indexHolds(customer: string): Promise<void> {
+  /** Lists the customer in the hold index (see `listed`: with every reserve). */
+  private async indexHolds(customer: string): Promise<void> {
     await this.redis.sadd(this.holdIndexKey(), customer);
   }
 
@@ -285,12 +285,32 @@ export class VerifyStore {
     const release = JSON.stringify(this.releaseKeys(place, "send"));
     const { authentication, ...rest } = args;
     const fields = encodeAuthentication(authentication);
-    const status = await scriptCall(sendCode, this.redis, keys, {
-      ...rest,
-      fields,
-      hold: { ...hold, release },
-    });
+    const status = await this.listed(place, hold.id, "send", () =>
+      scriptCall(sendCode, this.redis, keys, { ...rest, fields, hold: { ...hold, release } }),
+    );
     return status as "pending" | "rate_limited" | "spam_detected" | "stale";
+  }
+
+  /**
+   * Runs a script that may record a hold (`reserve`) in the same round trip as listing the
+   * customer in the hold index, so the recovery can find the hold: the listing is written
+   * first on the same connection (one Redis) or at the same time (a Cluster). When the listing
+   * fails and a hold was made, the hold is given back and the failure thrown: nothing is sent
+   * that the recovery could not find.
+   */
+  private async listed<T>(
+    place: SendPlace,
+    holdId: string,
+    kind: "send" | "retry",
+    reserve: () => Promise<T>,
+  ): Promise<T> {
+    const [listing, reserved] = await Promise.allSettled([this.indexHolds(place.customer), reserve()]);
+    if (reserved.status === "rejected") throw reserved.reason;
+    if (listing.status === "rejected") {
+      await this.resolveHold(this.holdOf(place, holdId, kind), "release");
+      throw listing.reason;
+    }
+    return reserved.value;
   }
 
   /** Resolves a hold; true when this call did, false when it was already resolved. */
@@ -364,10 +384,9 @@ export class VerifyStore {
     const keys = [k.account, k.spend, k.auth, k.number, k.accountWindow];
     keys.push(this.holdsKey(place.customer), this.holdKey(place.customer, hold.id));
     const release = JSON.stringify(this.releaseKeys(place, "retry"));
-    const [status, retries, next] = (await scriptCall(retryCode, this.redis, keys, {
-      ...args,
-      hold: { ...hold, release },
-    })) as [RetryStatus | "not_found" | "stale", number, number];
+    const [status, retries, next] = (await this.listed(place, hold.id, "retry", () =>
+      scriptCall(retryCode, this.redis, keys, { ...args, hold: { ...hold, release } }),
+    )) as [RetryStatus | "not_found" | "stale", number, number];
     return { status, retries, nextRetryAtMs: next };
   }
 

@@ -1,0 +1,153 @@
+import { expect } from "chai";
+import { Redis } from "ioredis";
+import { Keys } from "../src/redis/client.js";
+import { RedisLookupData } from "../src/lookup/lookup-data.js";
+import { startTestApp, type TestApp } from "./support/app.js";
+import { SmsReceiver } from "./support/receivers.js";
+import { rest } from "./support/rest.js";
+import { testRedisUrl } from "./support/hooks.js";
+import { waitFor } from "./support/redis.js";
+
+/**
+ * A V1 send spends two Redis round trips besides the provider call: the script that decides
+ * (with the hold index listed in the same write) and the writes after the provider answered.
+ * What used to cost more is proven here: the number's operator data is read only when its
+ * prefix has overrides, and a hold the recovery could not find is never sent.
+ */
+describe("V1 send in two round trips", () => {
+  let app: TestApp;
+  let sms: SmsReceiver;
+  let customer: { uuid: string; key: string };
+  let keys: Keys;
+  const conns: Redis[] = [];
+  let next = 100_000;
+  /**
+   * A French mobile number, new each time, in the override prefix `+33<range>` (each test a
+   * range of its own, since an override in a prefix makes its neighbours read too).
+   */
+  const fresh = (range: "650" | "651" | "652" | "653") => `+33${range}${(next += 1_003)}`;
+
+  const connect = () => {
+    const r = new Redis(testRedisUrl());
+    conns.push(r);
+    return r;
+  };
+
+  before(async function () {
+    this.timeout(30_000);
+    sms = await SmsReceiver.start();
+    app = await startTestApp({ SMS_PROVIDER: "http", SMS_HTTP_URL: sms.url });
+    keys = new Keys(app.config.REDIS_KEY_PREFIX);
+    const { account, apiKey } = await app.registry.accounts.create({
+      name: "Round trips",
+      balanceMicros: 100_000_000,
+      spendingLimitMicros: 1_000_000_000,
+      features: [],
+      regions: [],
+    });
+    customer = { uuid: account.customerUuid, key: apiKey };
+    // The start completes the override prefixes in the background.
+    await waitFor(
+      async () => (await app.registry.redis.get(keys.key("numovr", "prefixes", "complete"))) === "1",
+    );
+  });
+  after(async () => {
+    await app.stop();
+    await sms.close();
+    for (const c of conns.splice(0)) c.disconnect();
+  });
+
+  const send = (phone: string) =>
+    rest(app.baseUrl).call("POST", "/v1/authentication", {
+      body: { customer_uuid: customer.uuid, phone_number: phone },
+      headers: { "x-api-key": customer.key },
+    });
+
+  const balance = async () => (await app.registry.accounts.get(customer.uuid))?.balanceMicros;
+
+  /** The commands run on `key` while `during` runs (MONITOR), by name. */
+  async function commandsOn(key: string, during: () => Promise<void>): Promise<string[]> {
+    const seen: string[] = [];
+    const monitor = await connect().monitor();
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      if (args.includes(key)) seen.push((args[0] ?? "").toLowerCase());
+    });
+    await during();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    monitor.disconnect();
+    return seen;
+  }
+
+  it("reads no number data when the number's prefix has no override", async () => {
+    const phone = fresh("650");
+    const seen = await commandsOn(keys.key("num", phone), async () => {
+      const sent = await send(phone);
+      expect(sent.body.status).to.equal("pending");
+    });
+    expect(seen).to.deep.equal([]);
+  });
+
+  it("honours an override imported by another process as soon as the import is announced", async () => {
+    const phone = fresh("651");
+    // The CLI's import: a store on a connection of its own.
+    const elsewhere = new RedisLookupData(connect(), keys);
+    await elsewhere.put(new Map([[phone, { lineType: "PremiumRate" as const }]]));
+    const deadline = Date.now() + 200;
+    let answer = await send(phone);
+    while (answer.body.status !== "spam_detected" && Date.now() < deadline) answer = await send(phone);
+    expect(answer.body.status).to.equal("spam_detected");
+    // Its neighbours in the prefix are read now, and decided by their own data.
+    const neighbour = fresh("651");
+    const seen = await commandsOn(keys.key("num", neighbour), async () => {
+      expect((await send(neighbour)).body.status).to.equal("pending");
+    });
+    expect(seen).to.deep.equal(["hgetall"]);
+  });
+
+  it("reads every number's data until a start has completed the prefixes of records stored before them", async () => {
+    const phone = fresh("652");
+    const seenBefore = await commandsOn(keys.key("num", phone), async () => {
+      expect((await send(phone)).body.status).to.equal("pending");
+    });
+    expect(seenBefore, "no override in its prefix yet").to.deep.equal([]);
+    // A record written before the prefixes existed, as an older version stored it.
+    await app.registry.redis.hset(keys.key("num", phone), { temporary_phone_number: "1" });
+    await app.registry.redis.del(keys.key("numovr", "prefixes"), keys.key("numovr", "prefixes", "complete"));
+    // Processes that kept the old prefixes stop using them within a second at most.
+    await new Promise((resolve) => setTimeout(resolve, 1_050));
+    expect((await send(phone)).body.status, "read while not complete").to.equal("spam_detected");
+
+    const next = await startTestApp({ REDIS_KEY_PREFIX: app.config.REDIS_KEY_PREFIX });
+    try {
+      await waitFor(
+        async () => (await app.registry.redis.get(keys.key("numovr", "prefixes", "complete"))) === "1",
+      );
+    } finally {
+      await next.stop();
+    }
+    expect(await app.registry.redis.sismember(keys.key("numovr", "prefixes"), phone.slice(0, 6))).to.equal(1);
+    expect((await send(phone)).body.status, "read through its prefix").to.equal("spam_detected");
+  });
+
+  it("sends and charges nothing when the hold index cannot list the customer", async () => {
+    const index = keys.key("holds", "index");
+    const listed = await app.registry.redis.smembers(index);
+    // A fault Redis answers: the index holds a value of another type.
+    await app.registry.redis.del(index);
+    await app.registry.redis.set(index, "not a set");
+    const before = { balance: await balance(), messages: sms.messages.length };
+    try {
+      const refused = await send(fresh("653"));
+      expect(refused.status).to.be.oneOf([500, 503]);
+      expect(refused.body.code).to.be.a("string");
+      expect(await balance(), "the hold was given back").to.equal(before.balance);
+      expect(await app.registry.redis.zcard(keys.key("holds", customer.uuid))).to.equal(0);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(sms.messages.length, "nothing was sent").to.equal(before.messages);
+    } finally {
+      await app.registry.redis.del(index);
+      if (listed.length > 0) await app.registry.redis.sadd(index, ...listed);
+    }
+    expect((await send(fresh("653"))).body.status).to.equal("pending");
+  });
+});
