@@ -6,6 +6,8 @@ import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp }
 import { rest, type Json } from "./support/rest.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
 import { PWD, reviewEntry } from "./support/stepup.js";
+import { Keys } from "../src/redis/client.js";
+import { STALE_ATTEMPT_MS } from "../src/oauth/client-credentials.js";
 
 const FR_PREMIUM = "+33891234567";
 
@@ -571,6 +573,47 @@ describe("abuse limits of the session service", () => {
         );
         expect(answers.filter((s) => s === 401)).to.have.length(5);
         expect(answers.filter((s) => s === 429)).to.have.length(35);
+      } finally {
+        await byIp.stop();
+      }
+    });
+
+    it("serves more concurrent right secrets from one address than TOKEN_FAILURES_IP, refusing none", async function () {
+      this.timeout(30_000);
+      const byIp = await Rig.start({ TOKEN_FAILURES_CLIENT: "off", TOKEN_FAILURES_IP: "5/300" });
+      try {
+        const good = await client(byIp);
+        const answers = await Promise.all(
+          Array.from({ length: 40 }, () => token(byIp, good.id, good.secret).then((r) => r.status)),
+        );
+        expect(
+          answers.filter((s) => s === 200),
+          "attempts in flight wait for a place",
+        ).to.have.length(40);
+        // Then wrong secrets still get exactly the limit's worth of 401s.
+        const bad = await client(byIp);
+        const wrong = await Promise.all(
+          Array.from({ length: 20 }, () => token(byIp, bad.id, "rfs_wrong").then((r) => r.status)),
+        );
+        expect(wrong.filter((s) => s === 401)).to.have.length(5);
+        expect(wrong.filter((s) => s === 429)).to.have.length(15);
+      } finally {
+        await byIp.stop();
+      }
+    });
+
+    it("drops a place left in flight by a process that stopped, once STALE_ATTEMPT_MS old", async function () {
+      this.timeout(30_000);
+      const byIp = await Rig.start({ TOKEN_FAILURES_CLIENT: "off", TOKEN_FAILURES_IP: "2/300" });
+      try {
+        const good = await client(byIp);
+        const keys = new Keys(byIp.app.config.REDIS_KEY_PREFIX);
+        const inflight = keys.key("rl", "ip:127.0.0.1", "token-attempts");
+        // Two attempts that never ended: one fresh, one left long ago.
+        await byIp.app.registry.redis.zadd(inflight, Date.now() - STALE_ATTEMPT_MS - 1, "stopped");
+        await byIp.app.registry.redis.zadd(inflight, Date.now(), "still-running");
+        expect((await token(byIp, good.id, good.secret)).status).to.equal(200);
+        expect(await byIp.app.registry.redis.zrange(inflight, 0, -1)).to.deep.equal(["still-running"]);
       } finally {
         await byIp.stop();
       }

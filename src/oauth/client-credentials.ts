@@ -3,7 +3,7 @@ import { quote, RingfenceError } from "../errors.js";
 import { noStore, type CallContext } from "../rpc/binding.js";
 import type { ClientStore } from "./clients.js";
 import { limitSubject } from "../net/cidr.js";
-import type { Keys, RedisClient } from "../redis/client.js";
+import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
 import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
 import { signAccessToken, type SigningKeys } from "./keys/signing-keys.js";
 
@@ -59,28 +59,32 @@ export async function clientCredentialsGrant(
   const challenge: Record<string, string> =
     basic === undefined ? {} : { "www-authenticate": 'Basic realm="ringfence"' };
   const refused = () => new RingfenceError("invalid_client", "client authentication failed", challenge);
-  // Every attempt takes a place in its address's failure window first (so concurrent attempts
-  // cannot pass it), given back when the client authenticates; a full window refuses outright.
+  // Every attempt takes a place among its address's failures and attempts in flight first (so
+  // concurrent attempts cannot pass the limit), and gives it back when the client authenticates;
+  // a window full of failures refuses outright, one full of attempts in flight makes it wait.
   // A client_id is public, so its full window must not lock out the real client: the right
   // secret still works, a wrong one gets 429.
   // Taken beside the client's lease, in the same round trip; awaited before any answer.
   const requested = readScope(form.get("scope"));
-  const holding = deps.failures.holdAddress(ctx.clientAddress);
-  void holding.catch(() => undefined);
+  const attempt = deps.failures.beginAttempt(ctx.clientAddress);
+  void attempt.catch(() => undefined);
   const failed = async () => {
-    await holding;
+    const ending = await attempt;
     // Only failures read the client's window: a success costs one round trip here, not three.
-    const clientWait = await deps.failures.wait(clientId);
-    await deps.failures.record(clientId);
+    const [clientWait] = await Promise.all([
+      deps.failures.wait(clientId),
+      deps.failures.record(clientId),
+      ending.fail(),
+    ]);
     return clientWait > 0 ? tooManyFailures(clientWait) : refused();
   };
   if (clientId === undefined || secret === undefined) throw await failed();
 
   const answer = await deps.clients.whileExists(clientId, secret, async (client) => {
     if (client === undefined) throw await failed();
-    const giveBack = await holding;
-    // Off the answer path: a place not given back only counts as one more failure.
-    void giveBack().catch(() => undefined);
+    const ending = await attempt;
+    // Off the answer path: a place not given back is dropped once stale.
+    void ending.succeed().catch(() => undefined);
     if (!client.grantTypes.includes("client_credentials")) {
       throw new RingfenceError("unauthorized_client", "this client may not use the client_credentials grant");
     }
@@ -106,8 +110,24 @@ export async function clientCredentialsGrant(
   return answer;
 }
 
+/** An authentication attempt holding a place among its address's attempts. */
+export interface AddressAttempt {
+  succeed(): Promise<void>;
+  fail(): Promise<void>;
+}
+
+const NO_ATTEMPT: AddressAttempt = { succeed: () => Promise.resolve(), fail: () => Promise.resolve() };
+/** An attempt in flight this long never ended (its process stopped, or Redis failed): it is dropped. */
+export const STALE_ATTEMPT_MS = 10_000;
+/** The longest an attempt waits for a place while its address's attempts in flight fill the window. */
+export const BUSY_WAIT_MS = 2_000;
+const addressAttempts = LuaScript.fromFile(new URL("./address-attempts.lua", import.meta.url));
+
 /** Sliding windows of failed client authentications, by client_id and by client address. */
 export class AuthFailures {
+  /** Attempts of this process waiting for a place, by their address's key. */
+  private readonly waiting = new Map<string, Set<() => void>>();
+
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
@@ -122,26 +142,62 @@ export class AuthFailures {
     };
   }
 
-  private addressWindow(address: string): Window {
-    return {
-      key: this.keys.key("rl", `ip:${limitSubject(address)}`, "token-failures"),
-      rule: this.rules.perAddress,
-    };
+  private addressKeys(address: string): [string, string] {
+    const tag = `ip:${limitSubject(address)}`;
+    return [this.keys.key("rl", tag, "token-failures"), this.keys.key("rl", tag, "token-attempts")];
   }
 
   /**
-   * Takes a place in the address's failure window, or throws 429 when it is full; resolves a
-   * function that gives the place back (the attempt succeeded).
+   * Starts a client authentication from `address` (see address-attempts.lua): throws 429 when
+   * its failures fill TOKEN_FAILURES_IP, waits while its attempts in flight fill it (at most
+   * BUSY_WAIT_MS, then 429). The answer ends the attempt: `succeed` gives its place back,
+   * `fail` keeps it as a failure.
    */
-  async holdAddress(address: string | undefined): Promise<() => Promise<void>> {
-    if (address === undefined) return () => Promise.resolve();
-    const window = [this.addressWindow(address)];
+  async beginAttempt(address: string | undefined): Promise<AddressAttempt> {
+    const rule = this.rules.perAddress;
+    if (address === undefined || rule === null) return NO_ATTEMPT;
+    const keys = this.addressKeys(address);
     const member = randomUUID();
-    const { waitMs } = await takeWindows(this.redis, window, member);
-    if (waitMs > 0) throw tooManyFailures(waitMs);
-    return async () => {
-      await takeWindows(this.redis, window, member, "remove");
+    const run = async (op: "begin" | "succeed" | "fail") =>
+      (await addressAttempts.run(this.redis, keys, [
+        JSON.stringify({ op, now: Date.now(), member, staleMs: STALE_ATTEMPT_MS, rule }),
+      ])) as [number, number];
+    const until = Date.now() + BUSY_WAIT_MS;
+    for (let pause = 1; ; pause = Math.min(pause * 2, 25)) {
+      const [waitMs, busy] = await run("begin");
+      if (waitMs > 0) throw tooManyFailures(waitMs);
+      if (busy === 0) break;
+      if (Date.now() >= until) throw tooManyFailures(1_000);
+      await this.nextEnd(keys[0], pause);
+    }
+    const end = async (op: "succeed" | "fail") => {
+      try {
+        await run(op);
+      } finally {
+        this.wake(keys[0]);
+      }
     };
+    return { succeed: () => end("succeed"), fail: () => end("fail") };
+  }
+
+  /** Resolves when an attempt of this address ends in this process, or after `ms` (another process). */
+  private nextEnd(address: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const waiters = this.waiting.get(address) ?? new Set<() => void>();
+      this.waiting.set(address, waiters);
+      const done = () => {
+        clearTimeout(timer);
+        waiters.delete(done);
+        if (waiters.size === 0 && this.waiting.get(address) === waiters) this.waiting.delete(address);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      waiters.add(done);
+    });
+  }
+
+  private wake(address: string): void {
+    for (const done of [...(this.waiting.get(address) ?? [])]) done();
   }
 
   /** The ms until the client's failure window has room; 0 when it has. */
