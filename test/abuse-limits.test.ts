@@ -613,7 +613,7 @@ describe("abuse limits of the session service", () => {
         await byIp.app.registry.redis.zadd(inflight, Date.now() - STALE_ATTEMPT_MS - 1, "stopped");
         await byIp.app.registry.redis.zadd(inflight, Date.now(), "still-running");
         expect((await token(byIp, good.id, good.secret)).status).to.equal(200);
-        expect(await byIp.app.registry.redis.zrange(inflight, 0, -1)).to.deep.equal(["still-running"]);
+        expect(await byIp.app.registry.redis.zrange(inflight, "0", "-1")).to.deep.equal(["still-running"]);
       } finally {
         await byIp.stop();
       }

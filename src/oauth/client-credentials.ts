@@ -121,12 +121,14 @@ const NO_ATTEMPT: AddressAttempt = { succeed: () => Promise.resolve(), fail: () 
 export const STALE_ATTEMPT_MS = 10_000;
 /** The longest an attempt waits for a place while its address's attempts in flight fill the window. */
 export const BUSY_WAIT_MS = 2_000;
+/** How often an attempt waiting in line looks in Redis for a place freed by another process. */
+const WAIT_POLL_MS = 5;
 const addressAttempts = LuaScript.fromFile(new URL("./address-attempts.lua", import.meta.url));
 
 /** Sliding windows of failed client authentications, by client_id and by client address. */
 export class AuthFailures {
-  /** Attempts of this process waiting for a place, by their address's key. */
-  private readonly waiting = new Map<string, Set<() => void>>();
+  /** Attempts of this process waiting in line for a place, by their address's key. */
+  private readonly waiting = new Map<string, ((place: string | undefined) => void)[]>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -157,47 +159,81 @@ export class AuthFailures {
     const rule = this.rules.perAddress;
     if (address === undefined || rule === null) return NO_ATTEMPT;
     const keys = this.addressKeys(address);
-    const member = randomUUID();
-    const run = async (op: "begin" | "succeed" | "fail") =>
+    const [, inflight] = keys;
+    const run = async (op: "begin" | "succeed" | "fail", member: string) =>
       (await addressAttempts.run(this.redis, keys, [
         JSON.stringify({ op, now: Date.now(), member, staleMs: STALE_ATTEMPT_MS, rule }),
       ])) as [number, number];
     const until = Date.now() + BUSY_WAIT_MS;
-    for (let pause = 1; ; pause = Math.min(pause * 2, 25)) {
-      const [waitMs, busy] = await run("begin");
-      if (waitMs > 0) throw tooManyFailures(waitMs);
-      if (busy === 0) break;
-      if (Date.now() >= until) throw tooManyFailures(1_000);
-      await this.nextEnd(keys[0], pause);
-    }
-    const end = async (op: "succeed" | "fail") => {
-      try {
-        await run(op);
-      } finally {
-        this.wake(keys[0]);
+    // Behind the attempts of this process already waiting: first come, first served.
+    let member = this.queued(inflight) ? await this.nextPlace(inflight) : undefined;
+    while (member === undefined) {
+      const mine = randomUUID();
+      const [waitMs, busy] = await run("begin", mine);
+      if (waitMs > 0) {
+        this.wakeAll(inflight);
+        throw tooManyFailures(waitMs);
       }
+      if (busy === 0) member = mine;
+      else if (Date.now() >= until) throw tooManyFailures(1_000);
+      else member = await this.nextPlace(inflight);
+    }
+    const held = member;
+    return {
+      succeed: async () => {
+        // A waiter here takes the place over as it is: no round trip for either.
+        if (this.handOver(inflight, held)) {
+          await this.redis.zadd(inflight, "XX", Date.now(), held);
+          return;
+        }
+        await run("succeed", held);
+      },
+      fail: async () => {
+        try {
+          await run("fail", held);
+        } finally {
+          this.wakeAll(inflight);
+        }
+      },
     };
-    return { succeed: () => end("succeed"), fail: () => end("fail") };
   }
 
-  /** Resolves when an attempt of this address ends in this process, or after `ms` (another process). */
-  private nextEnd(address: string, ms: number): Promise<void> {
+  private queued(inflight: string): boolean {
+    return (this.waiting.get(inflight)?.length ?? 0) > 0;
+  }
+
+  /**
+   * Waits in line for a place of the address: resolves the place an attempt of this process
+   * hands over, or undefined to look in Redis again (a place freed by another process, a
+   * failure, or WAIT_POLL_MS gone by).
+   */
+  private nextPlace(inflight: string): Promise<string | undefined> {
     return new Promise((resolve) => {
-      const waiters = this.waiting.get(address) ?? new Set<() => void>();
-      this.waiting.set(address, waiters);
-      const done = () => {
+      const line = this.waiting.get(inflight) ?? [];
+      this.waiting.set(inflight, line);
+      const take = (place: string | undefined) => {
         clearTimeout(timer);
-        waiters.delete(done);
-        if (waiters.size === 0 && this.waiting.get(address) === waiters) this.waiting.delete(address);
-        resolve();
+        const at = line.indexOf(take);
+        if (at >= 0) line.splice(at, 1);
+        if (line.length === 0 && this.waiting.get(inflight) === line) this.waiting.delete(inflight);
+        resolve(place);
       };
-      const timer = setTimeout(done, ms);
-      waiters.add(done);
+      const timer = setTimeout(() => {
+        take(undefined);
+      }, WAIT_POLL_MS);
+      line.push(take);
     });
   }
 
-  private wake(address: string): void {
-    for (const done of [...(this.waiting.get(address) ?? [])]) done();
+  private handOver(inflight: string, place: string): boolean {
+    const first = this.waiting.get(inflight)?.[0];
+    if (first === undefined) return false;
+    first(place);
+    return true;
+  }
+
+  private wakeAll(inflight: string): void {
+    for (const take of [...(this.waiting.get(inflight) ?? [])]) take(undefined);
   }
 
   /** The ms until the client's failure window has room; 0 when it has. */
