@@ -1,4 +1,5 @@
-import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey } from "jose";
+import { sign, type KeyObject } from "node:crypto";
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey } from "jose";
 import { z } from "zod";
 import type { Secrets } from "../../crypto/secrets.js";
 import { LuaScript, type Keys, type RedisClient } from "../../redis/client.js";
@@ -23,6 +24,7 @@ import { announceChange, WatchedCache } from "../../redis/watched-cache.js";
 export interface SigningKey {
   kid: string;
   alg: "ES256";
+  /** Not extractable; signed with synchronously through node:crypto (see compactJws). */
   privateKey: CryptoKey;
   publicJwk: PublicJwk;
 }
@@ -252,7 +254,28 @@ export async function signAccessToken(
   options: { typ?: string } = {},
 ): Promise<string> {
   const key = await keys.current();
-  return new SignJWT(claims)
-    .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: options.typ ?? "at+jwt" })
-    .sign(key.privateKey);
+  return compactJws({ alg: key.alg, kid: key.kid, typ: options.typ ?? "at+jwt" }, claims, key.privateKey);
+}
+
+/**
+ * A JWS in compact serialization (RFC 7515 section 7.1) signed with ES256: the signature is R || S,
+ * 64 bytes (RFC 7518 section 3.4), as any JOSE library verifies it. One synchronous call to
+ * node:crypto, where a WebCrypto sign costs a job and a promise per token.
+ */
+export function compactJws(
+  header: { alg: "ES256" } & Record<string, unknown>,
+  payload: object,
+  key: CryptoKey,
+): string {
+  const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`;
+  // node:crypto takes a CryptoKey where its typings name only KeyObject (nodejs.org/api/crypto.html#cryptosignalgorithm-data-key-callback).
+  const signature = sign("sha256", Buffer.from(input), {
+    key: key as unknown as KeyObject,
+    dsaEncoding: "ieee-p1363",
+  });
+  return `${input}.${signature.toString("base64url")}`;
+}
+
+function base64url(text: string): string {
+  return Buffer.from(text).toString("base64url");
 }
