@@ -121,7 +121,11 @@ export interface Delivery {
   outbox: WebhookOutbox;
 }
 
-export function openDelivery(r: Registry, gate?: ShutdownGate): Delivery {
+/**
+ * `sweep`: whether this process runs the outbox's recovery sweeps (one process per instance does;
+ * see StartOptions). Its BullMQ worker runs in every process either way.
+ */
+export function openDelivery(r: Registry, gate?: ShutdownGate, sweep = true): Delivery {
   const { config, log } = r;
   return {
     sms: createSmsProvider(config, log, gate),
@@ -137,6 +141,7 @@ export function openDelivery(r: Registry, gate?: ShutdownGate): Delivery {
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
       concurrency: config.WEBHOOK_CONCURRENCY,
       sweepIntervalMs: config.WEBHOOK_SWEEP_INTERVAL_MS,
+      sweep,
       backoff: {
         baseMs: config.WEBHOOK_BACKOFF_BASE_MS,
         maxDelayMs: config.WEBHOOK_BACKOFF_MAX_MS,
@@ -287,7 +292,17 @@ export interface RunningApp {
   stop(): Promise<boolean>;
 }
 
-export async function startApp(config: Config, log: Logger): Promise<RunningApp> {
+export interface StartOptions {
+  /**
+   * Whether this process runs the instance's scans: held-message recovery, the webhook recovery
+   * sweep and the API-key index. Default true. With WORKERS > 1 only worker 1 (and whichever
+   * worker replaces it) does, so that they are not run WORKERS times over (src/workers.ts).
+   */
+  singletonDuties?: boolean;
+}
+
+export async function startApp(config: Config, log: Logger, options: StartOptions = {}): Promise<RunningApp> {
+  const singleton = options.singletonDuties ?? true;
   for (const name of config.devDefaults) {
     log.warn(`${name}: ${DEV_ONLY[name] ?? "development default"}. Never run like this in production.`);
   }
@@ -295,9 +310,10 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   // Build the static number indexes now rather than on the first caller's lookup.
   await preloadNumberData();
   // The first signing key exists before the first token; a wrong SECRETS_KEY fails here, not per call.
+  // Every worker: installing the first key is one script that keeps a key another got there first with.
   await registry.signingKeys.current();
-  // Key rotations and account changes made by other instances or the CLI reach this one at once
-  // (a connection of its own).
+  // Key rotations, account changes and number imports made by other instances or the CLI reach
+  // this one at once (a connection of its own); each worker keeps its own copies, so each watches.
   const subscriber = createRedis(config);
   const unwatches = await Promise.all([
     registry.signingKeys.watch(subscriber),
@@ -308,9 +324,12 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     await Promise.all(unwatches.map((stop) => stop()));
   };
   const gate = new ShutdownGate();
-  const delivery = openDelivery(registry, gate);
+  // Every worker delivers webhooks (and, with SMS_PROVIDER=smpp, holds its own bind): BullMQ gives
+  // a job to one worker, and a per-stream lock in Redis keeps one delivery at a time per stream.
+  const delivery = openDelivery(registry, gate, singleton);
   await delivery.outbox.start();
-  // Charged V1 messages whose provider answer was never recorded (a crash, a timeout).
+  // Charged V1 messages whose provider answer was never recorded (a crash, a timeout). Claims are
+  // atomic, so two instances never re-send one hold; one pass per instance is still enough.
   const holds = new HoldRecovery({
     config,
     store: registry.verify,
@@ -318,31 +337,33 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     secrets: registry.secrets,
     log,
   });
-  holds.start();
+  if (singleton) holds.start();
   // V1 read-backs find the account by its key: accounts stored before that index get their entry.
   // In the background, so that a start never waits for a scan of the whole keyspace.
-  registry.accounts.indexApiKeys().then(
-    (indexed) => {
-      if (indexed > 0) log.info("API keys indexed", { accounts: indexed });
-    },
-    (err: unknown) => {
-      log.warn("API key index not completed; the next start completes it", {
-        error: err instanceof Error ? err.message : String(err),
-      });
-    },
-  );
-  // Sends skip the number's data unless its prefix has overrides: records imported before the
-  // prefixes existed get theirs (until then every send reads its number's data).
-  registry.lookupData.completeOverridePrefixes().then(
-    (read) => {
-      if (read > 0) log.info("number override prefixes completed", { records: read });
-    },
-    (err: unknown) => {
-      log.warn("number override prefixes not completed; the next start completes them", {
-        error: err instanceof Error ? err.message : String(err),
-      });
-    },
-  );
+  if (singleton) {
+    registry.accounts.indexApiKeys().then(
+      (indexed) => {
+        if (indexed > 0) log.info("API keys indexed", { accounts: indexed });
+      },
+      (err: unknown) => {
+        log.warn("API key index not completed; the next start completes it", {
+          error: err instanceof Error ? err.message : String(err),
+        });
+      },
+    );
+    // Sends skip the number's data unless its prefix has overrides: records imported before the
+    // prefixes existed get theirs (until then every send reads its number's data).
+    registry.lookupData.completeOverridePrefixes().then(
+      (read) => {
+        if (read > 0) log.info("number override prefixes completed", { records: read });
+      },
+      (err: unknown) => {
+        log.warn("number override prefixes not completed; the next start completes them", {
+          error: err instanceof Error ? err.message : String(err),
+        });
+      },
+    );
+  }
   const bindings = services(registry, delivery);
   const contract = loadContract();
   const deps = { log, docsUrl: config.DOCS_URL };
@@ -359,6 +380,8 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
 
   const { redis } = registry;
   let stopping = false;
+  // Per process: gRPC health and /readyz answer for the worker that took the connection, by its
+  // own Redis connection and its own shutdown.
   const watchdog = new RedisWatchdog(redis, log, (up) => {
     if (!stopping) grpc.setServing(up ? "SERVING" : "NOT_SERVING");
   });

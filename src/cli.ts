@@ -2,10 +2,11 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { z } from "zod";
-import { ConfigError, loadConfig } from "./config.js";
-import { createLogger } from "./log.js";
+import { ConfigError, loadConfig, type Config } from "./config.js";
+import { createLogger, type Logger } from "./log.js";
 import { isRedisUnavailable } from "./errors.js";
-import { openRegistry, startApp, type Registry } from "./app.js";
+import { openRegistry, startApp, type Registry, type RunningApp } from "./app.js";
+import { hasSingletonDuties, reportStarted, runPrimary, workerSlot } from "./workers.js";
 import {
   formatMoney,
   MONEY,
@@ -37,9 +38,20 @@ const program = new Command("ringfence")
 
 program
   .command("serve")
-  .description("run the gRPC server and, unless HTTP_PORT=0, the built-in REST gateway")
+  .description(
+    "run the gRPC server and, unless HTTP_PORT=0, the built-in REST gateway; WORKERS > 1 runs that many processes on the same ports",
+  )
   .action(async () => {
     const config = loadConfig();
+    const slot = workerSlot();
+    if (slot === undefined && config.WORKERS > 1) {
+      const code = await runPrimary(config, createLogger(config.LOG_LEVEL, undefined, { pid: process.pid }));
+      process.exit(code);
+    }
+    if (slot !== undefined) {
+      await serveWorker(config, slot);
+      return;
+    }
     const log = createLogger(config.LOG_LEVEL);
     const app = await startApp(config, log);
     // A stray rejection (say a background read while Redis is away) must not take the server down.
@@ -51,15 +63,52 @@ program
     for (const signal of ["SIGTERM", "SIGINT"] as const) {
       process.once(signal, () => {
         log.info(`${signal} received: draining`);
-        // The grace period bounds everything up to the exit; past it, exit 1 says calls were cut.
-        setTimeout(() => {
-          log.error("shutdown did not finish within SHUTDOWN_GRACE_MS: exiting");
-          process.exit(1);
-        }, config.SHUTDOWN_GRACE_MS).unref();
-        void app.stop().then((clean) => process.exit(clean ? 0 : 1));
+        stopAndExit(app, config, log);
       });
     }
   });
+
+/** Graceful stop, then exit 0; exit 1 when calls were cut or SHUTDOWN_GRACE_MS ran out. */
+function stopAndExit(app: RunningApp, config: Config, log: Logger): void {
+  // The grace period bounds everything up to the exit; past it, exit 1 says calls were cut.
+  setTimeout(() => {
+    log.error("shutdown did not finish within SHUTDOWN_GRACE_MS: exiting");
+    process.exit(1);
+  }, config.SHUTDOWN_GRACE_MS).unref();
+  void app.stop().then((clean) => process.exit(clean ? 0 : 1));
+}
+
+/**
+ * One worker of `serve` with WORKERS > 1: the same app and shutdown as a single process, its log
+ * lines marked with its slot and pid. Signals are taken from the start and more than once: Ctrl-C
+ * reaches every process of the group and the primary forwards it too.
+ */
+async function serveWorker(config: Config, slot: number): Promise<void> {
+  const log = createLogger(config.LOG_LEVEL, undefined, { worker: slot, pid: process.pid });
+  process.on("unhandledRejection", (err) => {
+    log[isRedisUnavailable(err) ? "warn" : "error"]("unhandled rejection", {
+      error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+    });
+  });
+  const starting = startApp(config, log, { singletonDuties: hasSingletonDuties(slot) });
+  let signalled = false;
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.on(signal, () => {
+      if (signalled) return;
+      signalled = true;
+      log.info(`${signal} received: draining`);
+      // A signal during the start drains once the start is done; a failed start exits anyway.
+      void starting.then(
+        (app) => {
+          stopAndExit(app, config, log);
+        },
+        () => undefined,
+      );
+    });
+  }
+  await starting;
+  reportStarted();
+}
 
 const accounts = program.command("accounts").description("manage customer accounts of the V1 phone API");
 

@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { parseHttpUrl } from "./net/validate.js";
 import { isMailbox } from "./messaging/email-provider.js";
@@ -78,6 +79,10 @@ const cidrs = z
   }, "must be a comma list of CIDRs such as 10.0.0.0/8,::1/128")
   .transform(parseCidrs);
 
+/** Upper bound of WORKERS: far above any CPU count, low enough that a typo cannot fork-bomb the host. */
+export const MAX_WORKERS = 1024;
+const WORKERS_RULE = `must be a whole number from 1 to ${MAX_WORKERS}, or auto (one per CPU)`;
+
 const DEV_SECRETS_KEY = Buffer.alloc(32, "ringfence-development-only-key!!").toString("base64");
 
 const schema = z
@@ -125,6 +130,13 @@ const schema = z
     MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(10_485_760).default(65_536),
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
     LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+    // Processes serving both ports (node:cluster); unset: the CPUs in production, else 1 (below).
+    WORKERS: z
+      .string()
+      .regex(/^(auto|\d{1,4})$/, WORKERS_RULE)
+      .transform((v) => (v === "auto" ? availableParallelism() : Number(v)))
+      .refine((n) => n >= 1 && n <= MAX_WORKERS, WORKERS_RULE)
+      .optional(),
 
     // Message delivery (docs/settings.md#message-delivery).
     SMS_PROVIDER: z.enum(["log", "http", "smpp"]).default("log"),
@@ -196,7 +208,9 @@ const schema = z
   })
   .strip();
 
-export interface Config extends Omit<z.infer<typeof schema>, "SECRETS_KEY"> {
+export interface Config extends Omit<z.infer<typeof schema>, "SECRETS_KEY" | "WORKERS"> {
+  /** Processes that serve (node:cluster); 1 runs everything in this process. */
+  WORKERS: number;
   /** 32 raw bytes that key the hashes of secrets and encrypt keys at rest. */
   SECRETS_KEY: Buffer;
   /** Settings that fall back to insecure development defaults, for the start-up warning. */
@@ -224,7 +238,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `invalid ${name}: ${issue?.message ?? "bad value"} (got ${JSON.stringify(env[name])})`,
     );
   }
-  const { SECRETS_KEY, ...rest } = parsed.data;
+  const { SECRETS_KEY, WORKERS, ...rest } = parsed.data;
   const devDefaults = [
     ...(SECRETS_KEY === undefined ? ["SECRETS_KEY"] : []),
     ...(rest.SMS_PROVIDER === "log" ? ["SMS_PROVIDER"] : []),
@@ -248,7 +262,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `invalid ${weak}: ${DEV_ONLY[weak] ?? "development only"}, refused when NODE_ENV=production`,
     );
   }
-  return { ...rest, SECRETS_KEY: Buffer.from(SECRETS_KEY ?? DEV_SECRETS_KEY, "base64"), devDefaults };
+  return {
+    ...rest,
+    WORKERS: WORKERS ?? (rest.NODE_ENV === "production" ? availableParallelism() : 1),
+    SECRETS_KEY: Buffer.from(SECRETS_KEY ?? DEV_SECRETS_KEY, "base64"),
+    devDefaults,
+  };
 }
 
 function emptyAsUnset(env: NodeJS.ProcessEnv): Record<string, string> {

@@ -9,16 +9,20 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
+/** `context` goes on every line after the message, e.g. `{worker, pid}` in a cluster worker. */
 export function createLogger(
   level: LogLevel,
   write: (line: string) => void = (l) => process.stderr.write(l),
+  context: Record<string, unknown> = {},
 ): Logger {
   const min = LEVELS[level];
   const emit =
     (lvl: LogLevel) =>
     (msg: string, fields: Record<string, unknown> = {}) => {
       if (LEVELS[lvl] < min) return;
-      write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...fields }) + "\n");
+      write(
+        JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...context, ...fields }) + "\n",
+      );
     };
   return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
 }

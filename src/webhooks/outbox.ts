@@ -38,6 +38,12 @@ export interface WebhookOutboxOptions {
   concurrency?: number;
   /** Recovery sweep period after the one at start; 0: only at start. Default 5 min. */
   sweepIntervalMs?: number;
+  /**
+   * Whether this process runs the recovery sweeps at all. Default true. One process per instance
+   * is enough (a sweep only kicks, and kicks of one stream length are one job): cluster workers
+   * other than the first leave it to that one (src/workers.ts).
+   */
+  sweep?: boolean;
   userAgent?: string;
 }
 
@@ -164,6 +170,7 @@ export class WebhookOutbox {
       }
     });
     await worker.waitUntilReady();
+    if (this.options.sweep === false) return;
     await this.runSweep();
     this.scheduleSweep();
   }
