@@ -1,0 +1,97 @@
+import type { Redis } from "ioredis";
+import type { RedisRoundTrips } from "./redis-proxy.js";
+
+/** Redis work per call of one cell, from a sequential run less the background of an idle period. */
+export interface RedisCount {
+  calls: number;
+  /** Commands Redis executed per call (INFO commandstats), those run inside Lua scripts included. */
+  commands: number;
+  /** The same by command name, for the JSON report. */
+  byCommand: Record<string, number>;
+  /** Client-to-server bursts per call over every connection of the service, whenever they happen. */
+  roundTrips: number;
+  /** Those seen between a request leaving the bench and its answer arriving. */
+  answerPathRoundTrips: number;
+}
+
+/** Calls per command name so far, the bench's own INFO left out. */
+async function commandStats(redis: Redis): Promise<Map<string, number>> {
+  const info = await redis.info("commandstats");
+  const stats = new Map<string, number>();
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    if (m[1] !== undefined && m[1] !== "info") stats.set(m[1], Number(m[2]));
+  }
+  return stats;
+}
+
+function delta(before: Map<string, number>, after: Map<string, number>): Map<string, number> {
+  const d = new Map<string, number>();
+  for (const [name, n] of after) {
+    const diff = n - (before.get(name) ?? 0);
+    if (diff !== 0) d.set(name, diff);
+  }
+  return d;
+}
+
+/** Calls made before counting (`call(calls)` onwards), so that a first call's caching is not counted. */
+export const WARMUP_CALLS = 10;
+
+const sum = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Makes `calls` calls one after the other (`call(i)`), then waits as long again with nothing
+ * sent, and returns the Redis commands and round trips per call, the idle period's subtracted.
+ * `stats` is a direct connection to Redis (its INFO does not pass the proxy).
+ */
+export async function countRedisWork(
+  stats: Redis,
+  proxy: RedisRoundTrips,
+  calls: number,
+  call: (i: number) => Promise<void>,
+): Promise<RedisCount> {
+  for (let i = calls; i < calls + WARMUP_CALLS; i++) await call(i);
+  // Let work left behind (off the answer path) finish first.
+  await sleep(100);
+  const statsBefore = await commandStats(stats);
+  const burstsBefore = proxy.count();
+  let onAnswerPath = 0;
+  let inCallsMs = 0;
+  const started = performance.now();
+  for (let i = 0; i < calls; i++) {
+    const b0 = proxy.count();
+    const t0 = performance.now();
+    await call(i);
+    inCallsMs += performance.now() - t0;
+    onAnswerPath += proxy.count() - b0;
+  }
+  // Work started by the last call after its answer belongs to it too.
+  await sleep(50);
+  const busyMs = performance.now() - started;
+  const statsAfter = await commandStats(stats);
+  const bursts = proxy.count() - burstsBefore;
+
+  const idleStatsBefore = await commandStats(stats);
+  const idleBurstsBefore = proxy.count();
+  await sleep(busyMs);
+  const idleStats = delta(idleStatsBefore, await commandStats(stats));
+  const idleBursts = proxy.count() - idleBurstsBefore;
+
+  const work = delta(statsBefore, statsAfter);
+  const byCommand: Record<string, number> = {};
+  for (const [name, n] of work) {
+    const perCall = (n - (idleStats.get(name) ?? 0)) / calls;
+    if (Math.abs(perCall) >= 0.005) byCommand[name] = round(perCall);
+  }
+  return {
+    calls,
+    commands: round((sum(work) - sum(idleStats)) / calls),
+    byCommand,
+    roundTrips: round((bursts - idleBursts) / calls),
+    answerPathRoundTrips: round((onAnswerPath - (idleBursts * inCallsMs) / busyMs) / calls),
+  };
+}
+
+function round(n: number): number {
+  return Math.round(n * 100) / 100;
+}
