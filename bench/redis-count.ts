@@ -10,7 +10,10 @@ export interface RedisCount {
   byCommand: Record<string, number>;
   /** Client-to-server bursts per call over every connection of the service, whenever they happen. */
   roundTrips: number;
-  /** Those seen between a request leaving the bench and its answer arriving. */
+  /**
+   * Round trips the answer waited for: how much a delay of every Redis answer by DELAY_MS lengthens
+   * the median call, in units of that delay. Work not awaited (fire-and-forget) adds nothing.
+   */
   answerPathRoundTrips: number;
 }
 
@@ -33,6 +36,9 @@ function delta(before: Map<string, number>, after: Map<string, number>): Map<str
   return d;
 }
 
+/** The delay added to every Redis answer in the second run. */
+const DELAY_MS = 10;
+
 /** Calls made before counting (`call(calls)` onwards), so that a first call's caching is not counted. */
 export const WARMUP_CALLS = 10;
 
@@ -41,8 +47,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Makes `calls` calls one after the other (`call(i)`), then waits as long again with nothing
- * sent, and returns the Redis commands and round trips per call, the idle period's subtracted.
- * `stats` is a direct connection to Redis (its INFO does not pass the proxy).
+ * sent, and returns the Redis commands and round trips per call, the idle period's subtracted;
+ * then makes `calls` more with every Redis answer delayed, for the round trips awaited. Indexes
+ * `0` to `2 * calls + WARMUP_CALLS` are used. `stats` is a direct connection to Redis (its INFO
+ * does not pass the proxy).
  */
 export async function countRedisWork(
   stats: Redis,
@@ -55,16 +63,8 @@ export async function countRedisWork(
   await sleep(100);
   const statsBefore = await commandStats(stats);
   const burstsBefore = proxy.count();
-  let onAnswerPath = 0;
-  let inCallsMs = 0;
   const started = performance.now();
-  for (let i = 0; i < calls; i++) {
-    const b0 = proxy.count();
-    const t0 = performance.now();
-    await call(i);
-    inCallsMs += performance.now() - t0;
-    onAnswerPath += proxy.count() - b0;
-  }
+  const plain = await timed(calls, call, 0);
   // Work started by the last call after its answer belongs to it too.
   await sleep(50);
   const busyMs = performance.now() - started;
@@ -77,6 +77,10 @@ export async function countRedisWork(
   const idleStats = delta(idleStatsBefore, await commandStats(stats));
   const idleBursts = proxy.count() - idleBurstsBefore;
 
+  proxy.delayMs = DELAY_MS;
+  const delayed = await timed(calls, call, calls + WARMUP_CALLS);
+  proxy.delayMs = 0;
+
   const work = delta(statsBefore, statsAfter);
   const byCommand: Record<string, number> = {};
   for (const [name, n] of work) {
@@ -88,8 +92,20 @@ export async function countRedisWork(
     commands: round((sum(work) - sum(idleStats)) / calls),
     byCommand,
     roundTrips: round((bursts - idleBursts) / calls),
-    answerPathRoundTrips: round((onAnswerPath - (idleBursts * inCallsMs) / busyMs) / calls),
+    answerPathRoundTrips: round((delayed - plain) / DELAY_MS),
   };
+}
+
+/** Makes calls `from` to `from + calls - 1` one after the other; resolves their median duration in ms. */
+async function timed(calls: number, call: (i: number) => Promise<void>, from: number): Promise<number> {
+  const ms: number[] = [];
+  for (let i = from; i < from + calls; i++) {
+    const t0 = performance.now();
+    await call(i);
+    ms.push(performance.now() - t0);
+  }
+  ms.sort((a, b) => a - b);
+  return ms[Math.floor(ms.length / 2)] ?? NaN;
 }
 
 function round(n: number): number {

@@ -8,6 +8,8 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
  */
 export class RedisRoundTrips {
   private bursts = 0;
+  /** Holds every answer of Redis this long before passing it on (order kept): see countRedisWork. */
+  delayMs = 0;
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
 
@@ -51,7 +53,11 @@ export class RedisRoundTrips {
     });
     server.on("data", (d: Buffer) => {
       serverSpokeLast = true;
-      client.write(d);
+      if (this.delayMs === 0) client.write(d);
+      else
+        setTimeout(() => {
+          if (!client.destroyed) client.write(d);
+        }, this.delayMs);
     });
     const close = () => {
       client.destroy();
