@@ -11,8 +11,8 @@ export interface RedisCount {
   /** Client-to-server bursts per call over every connection of the service, whenever they happen. */
   roundTrips: number;
   /**
-   * Round trips the answer waited for: how much a delay of every Redis answer by DELAY_MS lengthens
-   * the median call, in units of that delay. Work not awaited (fire-and-forget) adds nothing.
+   * Round trips the answer waited for: how much the median call lengthens per ms added to the
+   * delay of every Redis answer (from 5 to 15 ms, as the answers really got it). Work not awaited (fire-and-forget) adds nothing.
    */
   answerPathRoundTrips: number;
 }
@@ -36,8 +36,8 @@ function delta(before: Map<string, number>, after: Map<string, number>): Map<str
   return d;
 }
 
-/** The delay added to every Redis answer in the second run. */
-const DELAY_MS = 10;
+/** The delays added to every Redis answer in the second and third runs. */
+const DELAYS_MS = [5, 15] as const;
 
 /** Calls made before counting (`call(calls)` onwards), so that a first call's caching is not counted. */
 export const WARMUP_CALLS = 10;
@@ -48,8 +48,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
  * Makes `calls` calls one after the other (`call(i)`), then waits as long again with nothing
  * sent, and returns the Redis commands and round trips per call, the idle period's subtracted;
- * then makes `calls` more with every Redis answer delayed, for the round trips awaited. Indexes
- * `0` to `2 * calls + WARMUP_CALLS` are used. `stats` is a direct connection to Redis (its INFO
+ * then makes `calls` more with every Redis answer delayed (half by 5 ms, half by 15), for the
+ * round trips awaited. Indexes `0` to `2 * calls + WARMUP_CALLS` are used. `stats` is a direct connection to Redis (its INFO
  * does not pass the proxy).
  */
 export async function countRedisWork(
@@ -64,7 +64,7 @@ export async function countRedisWork(
   const statsBefore = await commandStats(stats);
   const burstsBefore = proxy.count();
   const started = performance.now();
-  const plain = await timed(calls, call, 0);
+  await timed(calls, call, 0);
   // Work started by the last call after its answer belongs to it too.
   await sleep(50);
   const busyMs = performance.now() - started;
@@ -77,9 +77,17 @@ export async function countRedisWork(
   const idleStats = delta(idleStatsBefore, await commandStats(stats));
   const idleBursts = proxy.count() - idleBurstsBefore;
 
-  proxy.delayMs = DELAY_MS;
-  const delayed = await timed(calls, call, calls + WARMUP_CALLS);
-  proxy.delayMs = 0;
+  // Two delays: what a delayed answer costs besides the delay (waking an idle process) cancels out.
+  const half = Math.max(10, Math.floor(calls / 2));
+  const slow = async (delayMs: number, from: number) => {
+    proxy.delayMs = delayMs;
+    proxy.takeMeanDelay();
+    const median = await timed(half, call, from);
+    proxy.delayMs = 0;
+    return { median, unit: proxy.takeMeanDelay() };
+  };
+  const short = await slow(DELAYS_MS[0], calls + WARMUP_CALLS);
+  const long = await slow(DELAYS_MS[1], calls + WARMUP_CALLS + half);
 
   const work = delta(statsBefore, statsAfter);
   const byCommand: Record<string, number> = {};
@@ -92,7 +100,7 @@ export async function countRedisWork(
     commands: round((sum(work) - sum(idleStats)) / calls),
     byCommand,
     roundTrips: round((bursts - idleBursts) / calls),
-    answerPathRoundTrips: round((delayed - plain) / DELAY_MS),
+    answerPathRoundTrips: round((long.median - short.median) / (long.unit - short.unit)),
   };
 }
 

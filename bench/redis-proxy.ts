@@ -10,6 +10,7 @@ export class RedisRoundTrips {
   private bursts = 0;
   /** Holds every answer of Redis this long before passing it on (order kept): see countRedisWork. */
   delayMs = 0;
+  private delayed = { ms: 0, n: 0 };
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
 
@@ -35,6 +36,13 @@ export class RedisRoundTrips {
     return this.bursts;
   }
 
+  /** The delay answers really got since the last call (timers fire late), in ms on average. */
+  takeMeanDelay(): number {
+    const mean = this.delayed.n === 0 ? this.delayMs : this.delayed.ms / this.delayed.n;
+    this.delayed = { ms: 0, n: 0 };
+    return mean;
+  }
+
   /** Open client connections (the service's Redis connections). */
   connections(): number {
     return this.sockets.size / 2;
@@ -54,10 +62,14 @@ export class RedisRoundTrips {
     server.on("data", (d: Buffer) => {
       serverSpokeLast = true;
       if (this.delayMs === 0) client.write(d);
-      else
+      else {
+        const at = performance.now();
         setTimeout(() => {
+          this.delayed.ms += performance.now() - at;
+          this.delayed.n++;
           if (!client.destroyed) client.write(d);
         }, this.delayMs);
+      }
     });
     const close = () => {
       client.destroy();

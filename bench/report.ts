@@ -92,7 +92,7 @@ export function markdown(report: Report, cells: Cell[]): string {
       .map(([k, v]) => `${k}=${v}`)
       .join(", ")}`,
     `- Load: ${m.connections} connections (gRPC: calls in flight), ${m.seconds} s per cell, ${m.rounds} round(s) alternating the targets' order; the median round by req/s is shown`,
-    `- Redis columns: ${m.sequentialCalls} sequential calls per cell; commands and all round trips less an idle period as long; awaited round trips from the slow-down when each Redis answer is delayed 10 ms; checks send a wrong code`,
+    `- Redis columns: ${m.sequentialCalls} sequential calls per cell; commands and all round trips less an idle period as long; awaited round trips from the slow-down per ms of delay added to each Redis answer (5 ms, then 15 ms); checks send a wrong code`,
     "",
     "| Call | Target | req/s | p50 ms | p99 ms | ours / node-oidc-provider | ours / floor | Redis cmds/call | Redis round trips/call, awaited | Redis round trips/call, all |",
     "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
