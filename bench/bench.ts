@@ -353,7 +353,7 @@ async function drive(
       cause: err,
     });
   } finally {
-    driver.child.disconnect();
+    if (driver.child.connected) driver.child.disconnect();
   }
 }
 

@@ -45,12 +45,24 @@ export async function startService(env: Record<string, string>, logFile: string)
     throw new Error(`the service did not start:\n${proc.tail()}`);
   }
   const pid = proc.child.pid ?? 0;
+  let stopping = false;
+  // A service that dies under load must stop the bench, not leave it measuring refused connections.
+  proc.child.once("exit", (code, signal) => {
+    if (stopping) return;
+    process.stderr.write(
+      `bench: the service exited (${signal ?? String(code)}) during the run:\n${proc.tail()}\n`,
+    );
+    process.exit(1);
+  });
   return {
     baseUrl,
     grpcAddress: `127.0.0.1:${grpcPort}`,
     pid,
     processes: () => 1 + childrenOf(pid),
-    stop: () => stop(proc.child),
+    stop: () => {
+      stopping = true;
+      return stop(proc.child);
+    },
   };
 }
 
