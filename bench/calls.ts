@@ -36,16 +36,17 @@ export const TOKEN_FORM = (scope: string) =>
 
 /**
  * The send of number `k`: a distinct French mobile number, client address and device per send,
- * each in its own number range, so that no per-number, per-address, per-device or range-burst
- * rule answers `rate_limited` or `spam_detected` instead of sending (the account's own rule,
- * RATE_LIMIT_ACCOUNT, is raised by the bench).
+ * a number range taken again only every 10,000 sends (SPAM_RANGE_BURST allows 10 in 10 minutes),
+ * so that no per-number, per-address, per-device or range-burst rule answers `rate_limited` or
+ * `spam_detected` instead of sending (the account's own rule, RATE_LIMIT_ACCOUNT, is raised by the bench).
  */
 export function sendBody(f: Fixture, k: number): Record<string, string> {
-  const range = String(k % 100_000).padStart(5, "0");
-  const last = String(Math.floor(k / 100_000) % 1000).padStart(3, "0");
+  // 061… is mobile throughout (not every 06x… is): 10,000 ranges of 1,000 numbers, taken in turn.
+  const range = String(k % 10_000).padStart(4, "0");
+  const last = String(Math.floor(k / 10_000) % 1000).padStart(3, "0");
   return {
     customer_uuid: f.customerUuid,
-    phone_number: `+336${range}${last}`,
+    phone_number: `+3361${range}${last}`,
     ip: `81.${(k >> 16) & 255}.${(k >> 8) & 255}.${k & 255}`,
     device_id: `bench-device-${k}`,
   };
