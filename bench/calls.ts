@@ -1,0 +1,129 @@
+/**
+ * The calls the bench makes, built the same way by the load drivers and by the sequential run
+ * that counts Redis commands and round trips.
+ */
+
+/** Everything the set-up made through the service, as a real operator and customer would. */
+export interface Fixture {
+  customerUuid: string;
+  apiKey: string;
+  clientId: string;
+  clientSecret: string;
+  scope: string;
+  /** Numbers for lookups, half of them with operator data imported. */
+  lookupNumbers: string[];
+}
+
+export type Call = "token" | "lookup" | "send" | "check" | "readback";
+
+/** One REST request, as autocannon takes it. */
+export interface RestRequest {
+  method: "GET" | "POST";
+  path: string;
+  headers: Record<string, string>;
+  body?: string;
+}
+
+/** The wrong code every check sends: a user who mistyped (its 1-in-a-million match would be `valid`). */
+export const WRONG_CODE = "000000";
+
+export function basicAuth(id: string, secret: string): string {
+  return `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString("base64")}`;
+}
+
+export const TOKEN_FORM = (scope: string) =>
+  `grant_type=client_credentials&scope=${encodeURIComponent(scope)}`;
+
+/**
+ * The send of number `k`: a distinct French mobile number, client address and device per send,
+ * a number range taken again only every 10,000 sends (SPAM_RANGE_BURST allows 10 in 10 minutes),
+ * so that no per-number, per-address, per-device or range-burst rule answers `rate_limited` or
+ * `spam_detected` instead of sending (the account's own rule, RATE_LIMIT_ACCOUNT, is raised by the bench).
+ */
+export function sendBody(f: Fixture, k: number): Record<string, string> {
+  // 061… is mobile throughout (not every 06x… is): 10,000 ranges of 1,000 numbers, taken in turn.
+  const range = String(k % 10_000).padStart(4, "0");
+  const last = String(Math.floor(k / 10_000) % 1000).padStart(3, "0");
+  return {
+    customer_uuid: f.customerUuid,
+    phone_number: `+3361${range}${last}`,
+    ip: `81.${(k >> 16) & 255}.${(k >> 8) & 255}.${k & 255}`,
+    device_id: `bench-device-${k}`,
+  };
+}
+
+export interface RestPlan {
+  call: Call;
+  fixture: Fixture;
+  /** The token endpoint's path: ours, or a reference's. */
+  tokenPath: string;
+  /** The first send's number `k` (each send takes the next). */
+  sendFrom: number;
+  /** Authentications to check or read back, taken in turn. */
+  authUuids: string[];
+}
+
+/** The `i`-th request of a plan. */
+export function restRequest(p: RestPlan, i: number): RestRequest {
+  const f = p.fixture;
+  const json = { "content-type": "application/json", "x-api-key": f.apiKey };
+  const auth = () => p.authUuids[i % p.authUuids.length] ?? "";
+  switch (p.call) {
+    case "token":
+      return {
+        method: "POST",
+        path: p.tokenPath,
+        headers: {
+          authorization: basicAuth(f.clientId, f.clientSecret),
+          "content-type": "application/x-www-form-urlencoded",
+        },
+        body: TOKEN_FORM(f.scope),
+      };
+    case "lookup":
+      return {
+        method: "GET",
+        path: `/v1/lookup/${encodeURIComponent(f.lookupNumbers[i % f.lookupNumbers.length] ?? "")}`,
+        headers: { "customer-uuid": f.customerUuid, "x-api-key": f.apiKey },
+      };
+    case "send":
+      return {
+        method: "POST",
+        path: "/v1/authentication",
+        headers: json,
+        body: JSON.stringify(sendBody(f, p.sendFrom + i)),
+      };
+    case "check":
+      return {
+        method: "POST",
+        path: "/v1/check",
+        headers: json,
+        body: JSON.stringify({
+          customer_uuid: f.customerUuid,
+          authentication_uuid: auth(),
+          check_code: WRONG_CODE,
+        }),
+      };
+    case "readback":
+      return { method: "GET", path: `/v1/authentication/${auth()}`, headers: { "x-api-key": f.apiKey } };
+  }
+}
+
+/** The `status` field of a V1 JSON answer, or the HTTP status when it has none. */
+export function answerStatus(httpStatus: number, body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { status?: unknown };
+    return typeof parsed.status === "string" ? parsed.status : String(httpStatus);
+  } catch {
+    return String(httpStatus);
+  }
+}
+
+/** The authentication uuid of a send's answer, if it has one. */
+export function authUuidOf(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as { authentication_uuid?: unknown };
+    return typeof parsed.authentication_uuid === "string" ? parsed.authentication_uuid : undefined;
+  } catch {
+    return undefined;
+  }
+}

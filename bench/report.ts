@@ -1,0 +1,173 @@
+import type { RedisCount } from "./redis-count.js";
+import { medianBy, type LoadResult } from "./stats.js";
+
+export type Target = "ringfence" | "oidc-provider" | "floor";
+
+export interface Cell {
+  /** The name `--only` takes. */
+  id: string;
+  label: string;
+  transport: "rest" | "grpc";
+  call: "token" | "lookup" | "send" | "check" | "readback";
+  /** References measured beside ours. */
+  refs: Target[];
+}
+
+export const CELLS: Cell[] = [
+  {
+    id: "rest-token",
+    label: "REST token",
+    transport: "rest",
+    call: "token",
+    refs: ["oidc-provider", "floor"],
+  },
+  { id: "rest-lookup", label: "REST lookup", transport: "rest", call: "lookup", refs: [] },
+  { id: "rest-send", label: "REST send", transport: "rest", call: "send", refs: [] },
+  { id: "rest-check", label: "REST check", transport: "rest", call: "check", refs: [] },
+  { id: "rest-readback", label: "REST read-back", transport: "rest", call: "readback", refs: [] },
+  { id: "grpc-token", label: "gRPC token", transport: "grpc", call: "token", refs: ["floor"] },
+  { id: "grpc-lookup", label: "gRPC lookup", transport: "grpc", call: "lookup", refs: [] },
+];
+
+export function targetLabel(cell: Cell, t: Target): string {
+  if (t === "ringfence") return "ringfence";
+  if (t === "oidc-provider") return "node-oidc-provider";
+  return cell.transport === "rest" ? "floor: node:http + jose" : "floor: grpc-js + jose";
+}
+
+/** Redis round trips per call that the issue allows on the answer path. */
+export const ROUND_TRIP_TARGETS: Partial<Record<Cell["call"], number>> = {
+  token: 1,
+  lookup: 1,
+  check: 1,
+  readback: 1,
+  send: 2,
+};
+
+export interface Meta {
+  date: string;
+  cpus: string;
+  os: string;
+  node: string;
+  redis: string;
+  workers: string;
+  changedSettings: Record<string, string>;
+  serviceProcesses: number;
+  connections: number;
+  seconds: number;
+  rounds: number;
+  sequentialCalls: number;
+}
+
+export interface Report {
+  meta: Meta;
+  /** Every round of every cell and target, in the order run. */
+  runs: { round: number; cell: string; target: Target; result: LoadResult }[];
+  redis: Record<string, RedisCount>;
+}
+
+const fixed = (n: number | undefined, digits = 2) =>
+  n === undefined || Number.isNaN(n) ? "—" : n.toFixed(digits);
+const ratio = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined || b === 0 ? "—" : `${(a / b).toFixed(2)}×`;
+
+/** The median round (by req/s) of one cell and target. */
+export function median(report: Report, cell: string, target: Target): LoadResult | undefined {
+  return medianBy(
+    report.runs.filter((r) => r.cell === cell && r.target === target).map((r) => r.result),
+    (r) => r.rps,
+  );
+}
+
+/** The markdown report: machine and settings, the table, the targets, and what the answers were. */
+export function markdown(report: Report, cells: Cell[]): string {
+  const m = report.meta;
+  const lines = [
+    `Ringfence bench, ${m.date}`,
+    "",
+    `- Machine: ${m.cpus}; ${m.os}; Node ${m.node}; Redis ${m.redis}`,
+    `- Service: \`node dist/cli.js serve\`, NODE_ENV=production, WORKERS=${m.workers}, ${m.serviceProcesses} process(es); settings changed from their defaults: ${Object.entries(
+      m.changedSettings,
+    )
+      .map(([k, v]) => `${k}=${v}`)
+      .join(", ")}`,
+    `- Load: ${m.connections} connections (gRPC: calls in flight), ${m.seconds} s per cell, ${m.rounds} round(s) alternating the targets' order; the median round by req/s is shown`,
+    `- Redis columns: ${m.sequentialCalls} sequential calls per cell; commands and all round trips less an idle period as long; awaited round trips from the slow-down per ms of delay added to each Redis answer (5 ms, then 15 ms); checks send a wrong code`,
+    "",
+    "| Call | Target | req/s | p50 ms | p99 ms | ours / node-oidc-provider | ours / floor | Redis cmds/call | Redis round trips/call, awaited | Redis round trips/call, all |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+  ];
+  for (const cell of cells) {
+    const ours = median(report, cell.id, "ringfence");
+    for (const target of ["ringfence", ...cell.refs] as Target[]) {
+      const r = median(report, cell.id, target);
+      const isOurs = target === "ringfence";
+      const count = isOurs ? report.redis[cell.id] : undefined;
+      const oidc = cell.refs.includes("oidc-provider") ? median(report, cell.id, "oidc-provider") : undefined;
+      const floor = cell.refs.includes("floor") ? median(report, cell.id, "floor") : undefined;
+      lines.push(
+        `| ${cell.label} | ${targetLabel(cell, target)} | ${fixed(r?.rps, 0)} | ${fixed(r?.p50)} | ${fixed(r?.p99)} | ${
+          isOurs && oidc !== undefined ? ratio(ours?.rps, oidc.rps) : "—"
+        } | ${isOurs && floor !== undefined ? ratio(ours?.rps, floor.rps) : "—"} | ${fixed(count?.commands)} | ${fixed(
+          count?.answerPathRoundTrips,
+        )} | ${fixed(count?.roundTrips)} |`,
+      );
+    }
+  }
+  lines.push("", ...targets(report, cells), "", ...answers(report, cells));
+  return lines.join("\n") + "\n";
+}
+
+/** The issue's done-when targets, each met or missed by this run. */
+function targets(report: Report, cells: Cell[]): string[] {
+  const out = ["Targets:"];
+  const has = (id: string) => cells.some((c) => c.id === id);
+  const verdict = (ok: boolean | undefined) => (ok === undefined ? "not measured" : ok ? "met" : "MISSED");
+  if (has("rest-token")) {
+    const ours = median(report, "rest-token", "ringfence");
+    const oidc = median(report, "rest-token", "oidc-provider");
+    const x = ours !== undefined && oidc !== undefined ? ours.rps / oidc.rps : undefined;
+    out.push(
+      `- REST tokens/s ≥ 2.5× node-oidc-provider: ${fixed(x)}×, ${verdict(x === undefined ? undefined : x >= 2.5)}`,
+      `- REST token p99 ≤ 10 ms at ${report.meta.connections} connections: ${fixed(ours?.p99)} ms, ${verdict(
+        ours === undefined ? undefined : ours.p99 <= 10,
+      )}`,
+    );
+  }
+  if (has("grpc-token")) {
+    const ours = median(report, "grpc-token", "ringfence");
+    const floor = median(report, "grpc-token", "floor");
+    const x = ours !== undefined && floor !== undefined ? ours.rps / floor.rps : undefined;
+    out.push(
+      `- gRPC token calls/s ≥ 0.9× the bare grpc-js signer: ${fixed(x)}×, ${verdict(x === undefined ? undefined : x >= 0.9)}`,
+    );
+  }
+  for (const cell of cells) {
+    const limit = ROUND_TRIP_TARGETS[cell.call];
+    const count = report.redis[cell.id];
+    if (limit === undefined || count === undefined) continue;
+    out.push(
+      `- ${cell.label}: ≤ ${limit} Redis round trip(s) on the answer path: ${fixed(count.answerPathRoundTrips)}, ${verdict(
+        count.answerPathRoundTrips <= limit + 0.05,
+      )}`,
+    );
+  }
+  return out;
+}
+
+/** What the calls were answered in the median rounds, so that a fast error is never read as a fast call. */
+function answers(report: Report, cells: Cell[]): string[] {
+  const out = ["Answers in the rounds shown:"];
+  for (const cell of cells) {
+    for (const target of ["ringfence", ...cell.refs] as Target[]) {
+      const r = median(report, cell.id, target);
+      if (r === undefined) continue;
+      const mix = Object.entries(r.statuses)
+        .map(([s, n]) => `${s} ${n}`)
+        .join(", ");
+      const failed = r.failed > 0 ? `; failed ${r.failed} (${r.errors.join("; ")})` : "";
+      out.push(`- ${cell.label}, ${targetLabel(cell, target)}: ${mix}${failed}`);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,184 @@
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { freePort, waitFor } from "../test/support/redis.js";
+import { run, spawnLogged, stop, type Logged } from "./processes.js";
+import type { Fixture } from "./calls.js";
+
+const CLI = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+
+/** The service as production runs it: `node dist/cli.js serve`. */
+export interface Service {
+  baseUrl: string;
+  grpcAddress: string;
+  pid: number;
+  /** The service's processes: itself and its children (node:cluster workers, when WORKERS > 1). */
+  processes(): number;
+  stop(): Promise<void>;
+}
+
+export async function startService(env: Record<string, string>, logFile: string): Promise<Service> {
+  const httpPort = await freePort();
+  const grpcPort = await freePort();
+  const proc: Logged = spawnLogged(
+    process.execPath,
+    [CLI, "serve"],
+    {
+      ...env,
+      HTTP_PORT: String(httpPort),
+      GRPC_PORT: String(grpcPort),
+      ISSUER_URL: `http://127.0.0.1:${httpPort}`,
+    },
+    logFile,
+  );
+  const baseUrl = `http://127.0.0.1:${httpPort}`;
+  let exited = false;
+  proc.child.once("exit", () => (exited = true));
+  try {
+    await waitFor(async () => {
+      if (exited) throw new Error("exited");
+      return (await fetch(`${baseUrl}/readyz`)).ok;
+    }, 30_000);
+  } catch {
+    proc.child.kill("SIGKILL");
+    throw new Error(`the service did not start:\n${proc.tail()}`);
+  }
+  const pid = proc.child.pid ?? 0;
+  let stopping = false;
+  // A service that dies under load must stop the bench, not leave it measuring refused connections.
+  proc.child.once("exit", (code, signal) => {
+    if (stopping) return;
+    process.stderr.write(
+      `bench: the service exited (${signal ?? String(code)}) during the run:\n${proc.tail()}\n`,
+    );
+    process.exit(1);
+  });
+  return {
+    baseUrl,
+    grpcAddress: `127.0.0.1:${grpcPort}`,
+    pid,
+    processes: () => 1 + childrenOf(pid),
+    stop: () => {
+      stopping = true;
+      return stop(proc.child);
+    },
+  };
+}
+
+/** How many processes have `pid` as parent (Linux /proc; 0 elsewhere). */
+function childrenOf(pid: number): number {
+  try {
+    return readdirSync("/proc").filter((d) => {
+      if (!/^\d+$/.test(d)) return false;
+      try {
+        // Field 4 of /proc/<pid>/stat, after the parenthesised command name.
+        const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid;
+      } catch {
+        return false;
+      }
+    }).length;
+  } catch {
+    return 0;
+  }
+}
+
+/** The operator CLI (`ringfence …`) from dist/, its JSON answer parsed. */
+async function cli(env: Record<string, string>, ...args: string[]): Promise<Record<string, string>> {
+  return JSON.parse(await run(process.execPath, [CLI, ...args], env)) as Record<string, string>;
+}
+
+const SCOPE = "billing:read";
+
+/**
+ * Makes what the calls need the way an operator and a customer would: an account through the
+ * CLI, funded for the sends; operator lookup data imported from a CSV; an app through the CLI;
+ * an OAuth client through the REST management API with the app's key.
+ */
+export async function setUp(
+  env: Record<string, string>,
+  service: Service,
+  workDir: string,
+): Promise<Fixture> {
+  const account = await cli(
+    env,
+    ...["accounts", "create", "--name", "Bench customer", "--spending-limit", "100000000.00"],
+  );
+  const customerUuid = account.customer_uuid ?? "";
+  await cli(env, "accounts", "credit", customerUuid, "1000000.00");
+
+  // 16 mobile and 16 fixed French numbers; operator data (ported) for every other one.
+  const lookupNumbers = [
+    ...Array.from({ length: 16 }, (_, i) => `+336123456${String(i).padStart(2, "0")}`),
+    ...Array.from({ length: 16 }, (_, i) => `+331426853${String(i).padStart(2, "0")}`),
+  ];
+  const csv = join(workDir, "lookup-data.csv");
+  writeFileSync(
+    csv,
+    [
+      "phone_number,number_ported",
+      ...lookupNumbers.filter((_, i) => i % 2 === 0).map((n) => `${n},true`),
+    ].join("\n") + "\n",
+  );
+  await cli(env, "lookup-data", "import", csv);
+
+  const app = await cli(env, "apps", "create", "--name", "Bench app");
+  const res = await fetch(`${service.baseUrl}/v2/session/apps/${app.app_id ?? ""}/oauth/clients`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${app.management_api_key ?? ""}`,
+      "content-type": "application/json",
+    },
+    body: JSON.stringify({
+      client_name: "Bench backend",
+      provider_url: "https://bench.example.com",
+      scopes: [SCOPE],
+      grant_types: ["client_credentials"],
+    }),
+  });
+  const client = (await res.json()) as Record<string, string>;
+  if (res.status !== 201)
+    throw new Error(`creating the OAuth client answered ${res.status}: ${JSON.stringify(client)}`);
+  return {
+    customerUuid,
+    apiKey: account.api_key ?? "",
+    clientId: client.client_id ?? "",
+    clientSecret: client.client_secret ?? "",
+    scope: SCOPE,
+    lookupNumbers,
+  };
+}
+
+/** A stand-in SMS and email provider over HTTP that accepts everything at once, as a fast provider would. */
+export interface ProviderStub {
+  url: string;
+  accepted(): number;
+  close(): Promise<void>;
+}
+
+export async function startProviderStub(): Promise<ProviderStub> {
+  let accepted = 0;
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      accepted++;
+      res.writeHead(200, { "content-type": "application/json" }).end(`{"id":"stub-${accepted}"}`);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const addr = server.address();
+  const port = typeof addr === "object" && addr !== null ? addr.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    accepted: () => accepted,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => {
+          resolve();
+        });
+      }),
+  };
+}

@@ -1,0 +1,79 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { expect } from "chai";
+import { CELLS, targetLabel } from "../bench/report.js";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/** Runs `npm run bench -- …` to its end; resolves its exit code and outputs. */
+function runBench(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn("npm", ["run", "--silent", "bench", "--", ...args], {
+      cwd: ROOT,
+      env: { ...process.env, NODE_ENV: "" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.once("exit", (code) => {
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const NUMBER = /^\d+(\.\d+)?$/;
+
+describe("npm run bench", () => {
+  it("a smoke run prints the table: every call and reference with numbers, and Redis work per call of ours", async function () {
+    this.timeout(120_000);
+    const { code, stdout, stderr } = await runBench(["--smoke"]);
+    expect(code, stderr.split("\n").slice(-20).join("\n")).to.equal(0);
+
+    const rows = stdout
+      .split("\n")
+      .filter((l) => l.startsWith("| ") && !l.startsWith("| Call") && !l.startsWith("| ---"))
+      .map((l) =>
+        l
+          .slice(2, -2)
+          .split(" | ")
+          .map((c) => c.trim()),
+      );
+    const expected = CELLS.flatMap((c) =>
+      (["ringfence", ...c.refs] as const).map((t) => [c.label, targetLabel(c, t)]),
+    );
+    expect(rows.map((r) => r.slice(0, 2))).to.deep.equal(expected);
+    for (const [call, target, rps, p50, p99, vsOidc, vsFloor, commands, awaited, all] of rows) {
+      const where = `${call} / ${target}`;
+      for (const n of [rps, p50, p99]) expect(n, where).to.match(NUMBER);
+      expect(Number(rps), where).to.be.greaterThan(0);
+      if (target === "ringfence") {
+        for (const n of [commands, awaited, all]) expect(n, where).to.match(/^-?\d+\.\d\d$/);
+        if (call === "REST token")
+          expect([vsOidc, vsFloor], where).to.satisfy((r: string[]) =>
+            r.every((x) => /^\d+\.\d\d×$/.test(x)),
+          );
+        if (call === "gRPC token") expect(vsFloor, where).to.match(/^\d+\.\d\d×$/);
+      }
+    }
+    expect(stdout).to.include("NODE_ENV=production");
+    expect(stdout).to.match(/WORKERS=/);
+  });
+
+  it("--help prints the usage and its options", async function () {
+    this.timeout(60_000);
+    const { code, stdout } = await runBench(["--help"]);
+    expect(code).to.equal(0);
+    for (const option of [
+      "--smoke",
+      "--duration",
+      "--connections",
+      "--rounds",
+      "--only",
+      "--workers",
+      "--json",
+    ])
+      expect(stdout).to.include(option);
+  });
+});
