@@ -2,18 +2,15 @@
 -- window (KEYS[1], scored by time) and attempts in flight (KEYS[2], scored by their start). An
 -- attempt may start only while failures + attempts in flight < limit, so concurrent wrong
 -- secrets cannot pass the limit; a success gives its place back and counts for nothing.
--- ARGV[1]: JSON {op: "begin" | "succeed" | "fail", now, member, staleMs, rule: {limit, windowSeconds}}.
+-- ARGV[1]: JSON {op: "begin" | "fail", now, member, staleMs, rule: {limit, windowSeconds}}.
 -- begin answers {0, 0} when the attempt may go on (it is then in flight), {ms, 0} when failures
 -- fill the window (ms until one frees), {0, 1} when attempts in flight fill it (try again soon).
--- succeed and fail end an attempt in flight; fail records it as a failure. They answer {0, 0}.
+-- fail ends an attempt in flight and records it as a failure, answering {0, 0}. A success ends
+-- it with a plain ZREM of its member from KEYS[2] (client-credentials.ts).
 local a = cjson.decode(ARGV[1])
 local failures, inflight = KEYS[1], KEYS[2]
 local windowMs = a.rule.windowSeconds * 1000
 
-if a.op == 'succeed' then
-  redis.call('ZREM', inflight, a.member)
-  return {0, 0}
-end
 if a.op == 'fail' then
   redis.call('ZREM', inflight, a.member)
   redis.call('ZADD', failures, a.now, a.member)

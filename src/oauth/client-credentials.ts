@@ -160,7 +160,7 @@ export class AuthFailures {
     if (address === undefined || rule === null) return NO_ATTEMPT;
     const keys = this.addressKeys(address);
     const [, inflight] = keys;
-    const run = async (op: "begin" | "succeed" | "fail", member: string) =>
+    const run = async (op: "begin" | "fail", member: string) =>
       (await addressAttempts.run(this.redis, keys, [
         JSON.stringify({ op, now: Date.now(), member, staleMs: STALE_ATTEMPT_MS, rule }),
       ])) as [number, number];
@@ -186,7 +186,8 @@ export class AuthFailures {
           await this.redis.zadd(inflight, "XX", Date.now(), held);
           return;
         }
-        await run("succeed", held);
+        // A plain ZREM, written at once (see AFTER_ANSWER_COMMANDS).
+        await this.redis.zrem(inflight, held);
       },
       fail: async () => {
         try {
