@@ -59,17 +59,33 @@ export class RedisRoundTrips {
       serverSpokeLast = false;
       server.write(d);
     });
+    // Answers are held in order: one delayed answer holds back every later one, even after the
+    // delay changes (a reply passing another would be matched to the wrong command).
+    const held: { due: number; at: number; data: Buffer }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const release = () => {
+      timer = undefined;
+      const now = performance.now();
+      while (held.length > 0 && (held[0]?.due ?? 0) <= now + 0.5) {
+        const next = held.shift();
+        if (next === undefined) break;
+        this.delayed.ms += now - next.at;
+        this.delayed.n++;
+        if (!client.destroyed) client.write(next.data);
+      }
+      const first = held[0];
+      if (first !== undefined) timer = setTimeout(release, first.due - now);
+    };
     server.on("data", (d: Buffer) => {
       serverSpokeLast = true;
-      if (this.delayMs === 0) client.write(d);
-      else {
-        const at = performance.now();
-        setTimeout(() => {
-          this.delayed.ms += performance.now() - at;
-          this.delayed.n++;
-          if (!client.destroyed) client.write(d);
-        }, this.delayMs);
+      if (this.delayMs === 0 && held.length === 0) {
+        client.write(d);
+        return;
       }
+      const at = performance.now();
+      const last = held[held.length - 1];
+      held.push({ due: Math.max(at + this.delayMs, last?.due ?? 0), at, data: d });
+      timer ??= setTimeout(release, this.delayMs);
     });
     const close = () => {
       client.destroy();
