@@ -1,6 +1,5 @@
 import { expect } from "chai";
-import { createServer, request, Agent, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { request, Agent } from "node:http";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_service.js";
 import { startRedis, type RedisServer } from "./support/redis.js";
@@ -9,34 +8,7 @@ import { cliEnv, insecure, metadata, runCli, startTestApp, TEST_SECRETS_KEY, una
 import { startServiceProcess, type ServiceProcess } from "./support/service-process.js";
 import { sendRequest } from "./support/v1.js";
 import { rest } from "./support/rest.js";
-
-/** An SMS provider that takes `delayMs` to accept each message, recording its reference on arrival. */
-async function slowProvider(delayMs: number) {
-  const references: string[] = [];
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      references.push(
-        (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { reference: string }).reference,
-      );
-      setTimeout(() => {
-        res.setHeader("content-type", "application/json");
-        res.end("{}");
-      }, delayMs);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/sms`,
-    references,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
+import { slowProvider } from "./support/receivers.js";
 
 interface Outcome {
   startedMs: number;

@@ -1,6 +1,5 @@
 import { expect } from "chai";
-import { createServer, request, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { request, type IncomingHttpHeaders } from "node:http";
 import { availableParallelism } from "node:os";
 import { Redis } from "ioredis";
 import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_service.js";
@@ -9,6 +8,7 @@ import { insecure, metadata, runCli, TEST_SECRETS_KEY, unary } from "./support/a
 import { freePort, startRedis, waitFor, type RedisServer } from "./support/redis.js";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process.js";
 import { sendRequest } from "./support/v1.js";
+import { slowProvider } from "./support/receivers.js";
 
 type LogLine = Record<string, unknown>;
 
@@ -58,33 +58,6 @@ async function grpcSend(address: string, customerUuid: string, apiKey: string, p
   } finally {
     client.close();
   }
-}
-
-/** An SMS provider that accepts each message after `delayMs`, recording its reference on arrival. */
-async function slowProvider(delayMs: number) {
-  const references: string[] = [];
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      references.push(
-        (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { reference: string }).reference,
-      );
-      setTimeout(() => {
-        res.setHeader("content-type", "application/json");
-        res.end("{}");
-      }, delayMs);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/sms`,
-    references,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
 }
 
 function alive(pid: number): boolean {

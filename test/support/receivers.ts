@@ -122,3 +122,31 @@ export class SmsReceiver {
     return this.receiver.close();
   }
 }
+
+/** An SMS provider that takes `delayMs` to accept each message, recording its reference on arrival. */
+export async function slowProvider(delayMs: number) {
+  const references: string[] = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      references.push(
+        (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { reference: string }).reference,
+      );
+      setTimeout(() => {
+        res.setHeader("content-type", "application/json");
+        res.end("{}");
+      }, delayMs);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/sms`,
+    references,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
