@@ -59,6 +59,13 @@ export interface Registry {
   config: Config;
   log: Logger;
   redis: RedisClient;
+  /**
+   * A connection of its own for what a call writes after its answer is decided (a token's lease
+   * and address place given back). ioredis keeps one auto-pipeline in flight per connection: on
+   * `redis`, a batch of them would hold the next call's batch back a round trip; here they are
+   * batched among themselves. Connects on first use.
+   */
+  afterAnswer: RedisClient;
   keys: Keys;
   secrets: Secrets;
   accounts: RedisAccountStore;
@@ -82,6 +89,10 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     log.warn("redis error", { error: err.message });
   });
   await connectRedis(redis);
+  const afterAnswer = createRedis(config);
+  afterAnswer.on("error", (err: Error) => {
+    log.warn("redis error", { error: err.message });
+  });
   const keys = new Keys(config.REDIS_KEY_PREFIX);
   const secrets = new Secrets(config.SECRETS_KEY);
   const accounts = new RedisAccountStore(redis, keys, secrets);
@@ -89,6 +100,7 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     config,
     log,
     redis,
+    afterAnswer,
     keys,
     secrets,
     accounts,
@@ -96,7 +108,7 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     lookupData: new RedisLookupData(redis, keys),
     verify: new VerifyStore(redis, keys),
     apps: new AppStore(redis, keys, secrets),
-    clients: new ClientStore(redis, keys, secrets),
+    clients: new ClientStore(redis, keys, secrets, afterAnswer),
     signingKeys: new RedisSigningKeys(redis, keys, secrets, {
       tokenLifetimeSeconds: Math.max(config.ACCESS_TOKEN_TTL_SECONDS, config.SESSION_TOKEN_TTL_SECONDS),
     }),
@@ -245,7 +257,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
         ...oauthHandlers({
           apps: r.apps,
           clients: r.clients,
-          failures: new AuthFailures(r.redis, r.keys, {
+          failures: new AuthFailures(r.redis, r.afterAnswer, r.keys, {
             perClient: r.config.TOKEN_FAILURES_CLIENT,
             perAddress: r.config.TOKEN_FAILURES_IP,
           }),
@@ -469,12 +481,15 @@ export async function startApp(config: Config, log: Logger, options: StartOption
           delivery.email.close().catch(() => undefined),
         ]);
         await unwatch();
-        await Promise.all([redis.quit().catch(() => undefined), subscriber.quit().catch(() => undefined)]);
+        await Promise.all(
+          [redis, registry.afterAnswer, subscriber].map((r) => r.quit().catch(() => undefined)),
+        );
       })();
       if (!(await within(closing, deadlineMs - Date.now()))) {
         log.warn("shutdown grace period over before the outbox, providers and Redis closed");
         clean = false;
         redis.disconnect();
+        registry.afterAnswer.disconnect();
         subscriber.disconnect();
       }
       log.info("ringfence stopped", { clean, tookMs: Date.now() - startedMs });

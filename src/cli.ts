@@ -379,6 +379,7 @@ async function withRegistry(fn: (r: Registry) => Promise<void>): Promise<void> {
     await fn(registry);
   } finally {
     await registry.redis.quit().catch(() => undefined);
+    registry.afterAnswer.disconnect();
   }
 }
 

@@ -546,7 +546,7 @@ describe("app webhooks", () => {
       const unbound = oauthHandlers({
         apps: r.apps,
         clients: r.clients,
-        failures: new AuthFailures(r.redis, r.keys, { perClient: null, perAddress: null }),
+        failures: new AuthFailures(r.redis, r.redis, r.keys, { perClient: null, perAddress: null }),
         keys: r.signingKeys,
         issuer: app.config.ISSUER_URL,
         lifetimeSeconds: app.config.ACCESS_TOKEN_TTL_SECONDS,

@@ -132,6 +132,8 @@ export class AuthFailures {
 
   constructor(
     private readonly redis: RedisClient,
+    /** Where a success gives its place back, after the answer (see Registry.afterAnswer). */
+    private readonly afterAnswer: RedisClient,
     private readonly keys: Keys,
     private readonly rules: { perClient: WindowRule; perAddress: WindowRule },
   ) {}
@@ -183,11 +185,10 @@ export class AuthFailures {
       succeed: async () => {
         // A waiter here takes the place over as it is: no round trip for either.
         if (this.handOver(inflight, held)) {
-          await this.redis.zadd(inflight, "XX", Date.now(), held);
+          await this.afterAnswer.zadd(inflight, "XX", Date.now(), held);
           return;
         }
-        // A plain ZREM, written at once (see AFTER_ANSWER_COMMANDS).
-        await this.redis.zrem(inflight, held);
+        await this.afterAnswer.zrem(inflight, held);
       },
       fail: async () => {
         try {

@@ -34,6 +34,8 @@ export class ClientStore {
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly secrets: Secrets,
+    /** Where a lease is given back after the answer (see Registry.afterAnswer). */
+    private readonly afterAnswer: RedisClient = redis,
   ) {}
 
   private key(clientId: string, ...suffix: string[]): string {
@@ -93,7 +95,7 @@ export class ClientStore {
       return await issue(this.authenticate(clientId, secret, h));
     } finally {
       // A lease not given back (Redis away) expires with the counter, 30 s after it was taken.
-      void this.redis.decr(inflight).catch(() => undefined);
+      void this.afterAnswer.decr(inflight).catch(() => undefined);
     }
   }
 

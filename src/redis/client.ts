@@ -12,14 +12,6 @@ export type RedisClient = Redis | Cluster;
 /** How long a caller waits for a command's answer; scripts that charge refuse to run later. */
 export const COMMAND_TIMEOUT_MS = 2_000;
 
-/**
- * The commands a call sends after its answer is decided (the token lease's DECR, an attempt's
- * ZREM or ZADD XX). ioredis keeps one auto-pipeline in flight per connection, so a batch of them
- * would hold back the next call's batch for a round trip: they are written at once instead.
- * Nothing on an answer path uses them outside a script.
- */
-export const AFTER_ANSWER_COMMANDS = ["decr", "zrem", "zadd"];
-
 const COMMON: RedisOptions = {
   maxRetriesPerRequest: 2,
   connectTimeout: 2_000,
@@ -27,7 +19,6 @@ const COMMON: RedisOptions = {
   lazyConnect: true,
   // Commands issued in the same tick by concurrent calls share one socket write.
   enableAutoPipelining: true,
-  autoPipeliningIgnoredCommands: AFTER_ANSWER_COMMANDS,
 };
 
 export function createRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NODES">): RedisClient {
@@ -37,7 +28,6 @@ export function createRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NO
       lazyConnect: true,
       scaleReads: "master",
       enableAutoPipelining: true,
-      autoPipeliningIgnoredCommands: AFTER_ANSWER_COMMANDS,
     });
   }
   return new Redis(config.REDIS_URL, COMMON);
