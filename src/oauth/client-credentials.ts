@@ -121,14 +121,105 @@ const NO_ATTEMPT: AddressAttempt = { succeed: () => Promise.resolve(), fail: () 
 export const STALE_ATTEMPT_MS = 10_000;
 /** The longest an attempt waits for a place while its address's attempts in flight fill the window. */
 export const BUSY_WAIT_MS = 2_000;
-/** How often an attempt waiting in line looks in Redis for a place freed by another process. */
+/** How often the first attempt in line looks in Redis for a place freed by another process. */
 const WAIT_POLL_MS = 5;
+/** The most attempts of one address waiting in line in one process. */
+export const MAX_WAITING = 256;
+
+/**
+ * An attempt waiting for a place of its address. It keeps its place in line while it looks in
+ * Redis; `signal` hands it a place, or tells it to look again (undefined).
+ */
+class Waiter {
+  private resolve: ((place: string | undefined) => void) | undefined;
+  private woken = false;
+  timer: NodeJS.Timeout | undefined;
+
+  /** True while it waits for a signal (not while it looks in Redis). */
+  get waiting(): boolean {
+    return this.resolve !== undefined;
+  }
+
+  next(): Promise<string | undefined> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve(undefined);
+    }
+    return new Promise((resolve) => {
+      this.resolve = resolve;
+    });
+  }
+
+  signal(place: string | undefined): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const resolve = this.resolve;
+    this.resolve = undefined;
+    if (resolve !== undefined) resolve(place);
+    else this.woken = true;
+  }
+}
+
+/**
+ * The attempts of one address waiting in this process, first come, first served. Only the first
+ * in line looks in Redis every WAIT_POLL_MS (for a place freed by another process), so a line of
+ * any length costs Redis what one waiter costs.
+ */
+class WaitingLine {
+  private readonly waiters: Waiter[] = [];
+
+  get length(): number {
+    return this.waiters.length;
+  }
+
+  join(): Waiter {
+    const waiter = new Waiter();
+    this.waiters.push(waiter);
+    return waiter;
+  }
+
+  /** The next signal for `waiter`; the first in line is told to look again after WAIT_POLL_MS. */
+  next(waiter: Waiter): Promise<string | undefined> {
+    const signal = waiter.next();
+    if (this.waiters[0] === waiter && waiter.waiting) this.lookSoon(waiter);
+    return signal;
+  }
+
+  leave(waiter: Waiter): void {
+    clearTimeout(waiter.timer);
+    const at = this.waiters.indexOf(waiter);
+    if (at >= 0) this.waiters.splice(at, 1);
+    const first = this.waiters[0];
+    if (at === 0 && first?.waiting === true) this.lookSoon(first);
+  }
+
+  /** Gives `place` to the first waiter that is not looking in Redis; false when there is none. */
+  handOver(place: string): boolean {
+    const waiter = this.waiters.find((w) => w.waiting);
+    if (waiter === undefined) return false;
+    waiter.signal(place);
+    return true;
+  }
+
+  /** Tells every waiter to look again (a failure: the window may be full of them now). */
+  wakeAll(): void {
+    for (const waiter of this.waiters) waiter.signal(undefined);
+  }
+
+  private lookSoon(waiter: Waiter): void {
+    clearTimeout(waiter.timer);
+    waiter.timer = setTimeout(() => {
+      waiter.signal(undefined);
+    }, WAIT_POLL_MS);
+  }
+}
+
 const addressAttempts = LuaScript.fromFile(new URL("./address-attempts.lua", import.meta.url));
 
 /** Sliding windows of failed client authentications, by client_id and by client address. */
 export class AuthFailures {
   /** Attempts of this process waiting in line for a place, by their address's key. */
-  private readonly waiting = new Map<string, ((place: string | undefined) => void)[]>();
+  private readonly lines = new Map<string, WaitingLine>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -136,6 +227,8 @@ export class AuthFailures {
     private readonly afterAnswer: RedisClient,
     private readonly keys: Keys,
     private readonly rules: { perClient: WindowRule; perAddress: WindowRule },
+    /** The longest line of one address in this process; later attempts get 429 at once. */
+    private readonly maxWaiting = MAX_WAITING,
   ) {}
 
   private clientWindow(clientId: string): Window {
@@ -166,25 +259,20 @@ export class AuthFailures {
       (await addressAttempts.run(this.redis, keys, [
         JSON.stringify({ op, now: Date.now(), member, staleMs: STALE_ATTEMPT_MS, rule }),
       ])) as [number, number];
-    const until = Date.now() + BUSY_WAIT_MS;
-    // Behind the attempts of this process already waiting: first come, first served.
-    let member = this.queued(inflight) ? await this.nextPlace(inflight) : undefined;
-    while (member === undefined) {
+    /** A place taken in Redis, undefined when attempts in flight fill the window. */
+    const look = async () => {
       const mine = randomUUID();
       const [waitMs, busy] = await run("begin", mine);
       if (waitMs > 0) {
-        this.wakeAll(inflight);
+        this.lines.get(inflight)?.wakeAll();
         throw tooManyFailures(waitMs);
       }
-      if (busy === 0) member = mine;
-      else if (Date.now() >= until) throw tooManyFailures(1_000);
-      else member = await this.nextPlace(inflight);
-    }
-    const held = member;
-    return {
+      return busy === 0 ? mine : undefined;
+    };
+    const attempt = (held: string): AddressAttempt => ({
       succeed: async () => {
         // A waiter here takes the place over as it is: no round trip for either.
-        if (this.handOver(inflight, held)) {
+        if (this.lines.get(inflight)?.handOver(held) === true) {
           await this.afterAnswer.zadd(inflight, "XX", Date.now(), held);
           return;
         }
@@ -194,48 +282,37 @@ export class AuthFailures {
         try {
           await run("fail", held);
         } finally {
-          this.wakeAll(inflight);
+          this.lines.get(inflight)?.wakeAll();
         }
       },
-    };
-  }
-
-  private queued(inflight: string): boolean {
-    return (this.waiting.get(inflight)?.length ?? 0) > 0;
-  }
-
-  /**
-   * Waits in line for a place of the address: resolves the place an attempt of this process
-   * hands over, or undefined to look in Redis again (a place freed by another process, a
-   * failure, or WAIT_POLL_MS gone by).
-   */
-  private nextPlace(inflight: string): Promise<string | undefined> {
-    return new Promise((resolve) => {
-      const line = this.waiting.get(inflight) ?? [];
-      this.waiting.set(inflight, line);
-      const take = (place: string | undefined) => {
-        clearTimeout(timer);
-        const at = line.indexOf(take);
-        if (at >= 0) line.splice(at, 1);
-        if (line.length === 0 && this.waiting.get(inflight) === line) this.waiting.delete(inflight);
-        resolve(place);
-      };
-      const timer = setTimeout(() => {
-        take(undefined);
-      }, WAIT_POLL_MS);
-      line.push(take);
     });
-  }
 
-  private handOver(inflight: string, place: string): boolean {
-    const first = this.waiting.get(inflight)?.[0];
-    if (first === undefined) return false;
-    first(place);
-    return true;
-  }
-
-  private wakeAll(inflight: string): void {
-    for (const take of [...(this.waiting.get(inflight) ?? [])]) take(undefined);
+    // Nobody of this process waiting for this address: try at once.
+    if ((this.lines.get(inflight)?.length ?? 0) === 0) {
+      const mine = await look();
+      if (mine !== undefined) return attempt(mine);
+    }
+    const line = this.lines.get(inflight) ?? new WaitingLine();
+    if (line.length >= this.maxWaiting) {
+      throw tooManyAttempts(
+        "too many client authentications waiting from this address: try again later",
+        1_000,
+      );
+    }
+    this.lines.set(inflight, line);
+    const waiter = line.join();
+    const until = Date.now() + BUSY_WAIT_MS;
+    try {
+      for (;;) {
+        const handed = await line.next(waiter);
+        const place = handed ?? (await look());
+        if (place !== undefined) return attempt(place);
+        if (Date.now() >= until) throw tooManyFailures(1_000);
+      }
+    } finally {
+      line.leave(waiter);
+      if (line.length === 0 && this.lines.get(inflight) === line) this.lines.delete(inflight);
+    }
   }
 
   /** The ms until the client's failure window has room; 0 when it has. */
