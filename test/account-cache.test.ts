@@ -9,6 +9,7 @@ import { WatchedCache } from "../src/redis/watched-cache.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { rest } from "./support/rest.js";
 import { testRedisUrl } from "./support/hooks.js";
+import { commandsDuring } from "./support/redis.js";
 
 const FR_MOBILE = "+33612345678";
 
@@ -27,20 +28,6 @@ describe("accounts kept in the process", () => {
   after(() => {
     for (const c of conns.splice(0)) c.disconnect();
   });
-
-  /** The commands a Redis runs while `during` runs, each as its arguments (MONITOR). */
-  async function commandsDuring(during: () => Promise<void>): Promise<string[][]> {
-    const seen: string[][] = [];
-    const monitor = await connect().monitor();
-    monitor.on("monitor", (_time: string, args: string[]) => {
-      seen.push(args);
-    });
-    await during();
-    // MONITOR lines trail their commands' answers: let the last ones arrive.
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    monitor.disconnect();
-    return seen;
-  }
 
   describe("in the service", () => {
     let app: TestApp;
@@ -75,7 +62,7 @@ describe("accounts kept in the process", () => {
 
     it("makes a lookup one round trip: its number's data, no account read, while nothing changes", async () => {
       expect((await lookup()).status).to.equal(200);
-      const seen = await commandsDuring(async () => {
+      const seen = await commandsDuring(testRedisUrl(), async () => {
         for (let i = 0; i < 10; i += 1) expect((await lookup()).status).to.equal(200);
       });
       const keys = new Keys(app.config.REDIS_KEY_PREFIX);

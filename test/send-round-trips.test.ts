@@ -6,7 +6,7 @@ import { startTestApp, type TestApp } from "./support/app.js";
 import { SmsReceiver } from "./support/receivers.js";
 import { rest } from "./support/rest.js";
 import { testRedisUrl } from "./support/hooks.js";
-import { waitFor } from "./support/redis.js";
+import { commandsDuring, waitFor } from "./support/redis.js";
 
 /**
  * A V1 send spends two Redis round trips besides the provider call: the script that decides
@@ -65,18 +65,11 @@ describe("V1 send in two round trips", () => {
 
   const balance = async () => (await app.registry.accounts.get(customer.uuid))?.balanceMicros;
 
-  /** The commands run on `key` while `during` runs (MONITOR), by name. */
-  async function commandsOn(key: string, during: () => Promise<void>): Promise<string[]> {
-    const seen: string[] = [];
-    const monitor = await connect().monitor();
-    monitor.on("monitor", (_time: string, args: string[]) => {
-      if (args.includes(key)) seen.push((args[0] ?? "").toLowerCase());
-    });
-    await during();
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    monitor.disconnect();
-    return seen;
-  }
+  /** The commands run on `key` while `during` runs, by name. */
+  const commandsOn = async (key: string, during: () => Promise<void>) =>
+    (await commandsDuring(testRedisUrl(), during))
+      .filter((args) => args.includes(key))
+      .map((args) => (args[0] ?? "").toLowerCase());
 
   it("reads no number data when the number's prefix has no override", async () => {
     const phone = fresh("650");

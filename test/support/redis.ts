@@ -158,3 +158,22 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     },
   };
 }
+
+/**
+ * The commands a Redis runs while `during` runs, each as its arguments, seen through MONITOR on a
+ * connection of its own (its lines trail the answers, so the last ones are awaited briefly).
+ */
+export async function commandsDuring(url: string, during: () => Promise<void>): Promise<string[][]> {
+  const seen: string[][] = [];
+  const monitor = await new Redis(url).monitor();
+  monitor.on("monitor", (_time: string, args: string[]) => {
+    seen.push(args);
+  });
+  try {
+    await during();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  } finally {
+    monitor.disconnect();
+  }
+  return seen;
+}
