@@ -17,6 +17,7 @@ import { startGrpc } from "./grpc/server.js";
 import { blockList } from "./net/cidr.js";
 import { OutboundGuard } from "./net/outbound.js";
 import { createGateway } from "./gateway/gateway.js";
+import { allOf, type CallObserver } from "./observability/calls.js";
 import { v1ServiceOptions } from "./v1/deprecation.js";
 import { apiKeyAuthenticator, bodyCustomerUuid, customerAuthenticator } from "./accounts/authenticate.js";
 import { sessionAuthenticator } from "./session/tokens.js";
@@ -378,7 +379,9 @@ export async function startApp(config: Config, log: Logger, options: StartOption
   }
   const bindings = services(registry, delivery);
   const contract = loadContract();
-  const deps = { log, docsUrl: config.DOCS_URL };
+  // Told of every answered call on either transport (metrics, the request log), in this order.
+  const observers: CallObserver[] = [];
+  const deps = { log, docsUrl: config.DOCS_URL, observe: allOf(observers) };
   const grpc = await startGrpc(
     bindings,
     { host: config.HOST, port: config.GRPC_PORT },

@@ -173,6 +173,8 @@ export function clip(text: string, max = MAX_QUOTED_CHARS): string {
 }
 
 export interface WireError {
+  /** The stable code behind the answer (the V1 and OAuth bodies may show another). */
+  code: ErrorCode;
   grpcStatus: GrpcStatus;
   httpStatus: number;
   message: string;
@@ -226,7 +228,7 @@ export function toWire(err: unknown, dialect: ErrorDialect, docsUrl: string): Wi
     const details = Object.entries(e.details).map(([k, v]) => [k, clip(v, MAX_MESSAGE_CHARS)] as const);
     body = { code: e.code, message, ...Object.fromEntries(details) };
   }
-  return { grpcStatus: grpc, httpStatus: http, message, body, headers: { ...e.headers } };
+  return { code: e.code, grpcStatus: grpc, httpStatus: http, message, body, headers: { ...e.headers } };
 }
 
 /** Unknown failures become a 500 whose message reveals nothing; Redis outages a 503. */

@@ -45,6 +45,7 @@ function fakeContext(headers: Record<string, string>): CallContext & { sent: Rec
   const sent: Record<string, string> = {};
   return {
     sent,
+    requestId: "test-request",
     header: (name) => headers[name],
     setHeader: (name, value) => {
       sent[name] = value;

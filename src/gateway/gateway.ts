@@ -10,14 +10,21 @@ import {
   type DescMessage,
   type JsonValue,
 } from "@bufbuild/protobuf";
-import { clip, quote, RingfenceError, toWire, type ErrorDialect } from "../errors.js";
+import { clip, quote, RingfenceError, toWire, type ErrorDialect, type WireError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { normalizeAddress } from "../net/cidr.js";
 import type { Contract } from "../rpc/contract.js";
-import { HTTP_BODY_MARKER, HTTP_STATUS_MARKER, invoke, type ServiceBinding } from "../rpc/binding.js";
+import {
+  HTTP_BODY_MARKER,
+  HTTP_STATUS_MARKER,
+  invoke,
+  type InvokeDeps,
+  type ServiceBinding,
+} from "../rpc/binding.js";
+import { REQUEST_ID_HEADER, requestIdOf, elapsedMs } from "../observability/calls.js";
 import { BadPathEncoding, matchTemplate, parseTemplate, type PathTemplate } from "./path-template.js";
 
-export interface GatewayDeps {
+export interface GatewayDeps extends InvokeDeps {
   log: Logger;
   docsUrl: string;
   maxBodyBytes: number;
@@ -122,6 +129,28 @@ async function handle(
   const rawPath = q < 0 ? rawUrl : rawUrl.slice(0, q);
   const rawQuery = q < 0 ? "" : rawUrl.slice(q + 1);
   const verb = req.method ?? "GET";
+  const startedAt = process.hrtime.bigint();
+  const requestId = requestIdOf(firstHeader(req, REQUEST_ID_HEADER));
+  res.setHeader(REQUEST_ID_HEADER, requestId);
+  // A refusal before the call reaches its handler: answered here, observed like any other call.
+  const refuse = (
+    route: Route | undefined,
+    dialect: ErrorDialect,
+    err: unknown,
+    headers: Readonly<Record<string, string>>,
+  ) => {
+    const wire = sendError(res, dialect, deps.docsUrl, err, headers);
+    deps.observe?.({
+      transport: "http",
+      service: route?.binding.serviceName ?? "-",
+      method: route?.definition.path.split("/")[2] ?? "-",
+      code: wire.code,
+      grpcStatus: wire.grpcStatus,
+      httpStatus: wire.httpStatus,
+      durationMs: elapsedMs(startedAt),
+      requestId,
+    });
+  };
 
   if (verb === "GET" && (rawPath === "/healthz" || rawPath === "/readyz")) {
     const up = rawPath === "/healthz" || (await deps.ready().catch(() => false));
@@ -154,10 +183,9 @@ async function handle(
   if (route === undefined && badEncoding !== undefined) {
     const { binding } = badEncoding.route;
     req.resume();
-    sendError(
-      res,
+    refuse(
+      badEncoding.route,
       binding.dialectOf(badEncoding.route.method),
-      deps.docsUrl,
       new RingfenceError("bad_request", badEncoding.message),
       binding.headers,
     );
@@ -171,7 +199,7 @@ async function handle(
             allow: [...allowed].join(", "),
           })
         : new RingfenceError("not_found", `no such path: ${clip(rawPath)}`);
-    sendError(res, guessDialect, deps.docsUrl, err, {});
+    refuse(undefined, guessDialect, err, {});
     return;
   }
 
@@ -184,18 +212,22 @@ async function handle(
     request = route.definition.requestDeserialize(Buffer.from(toBinary(route.input, message)));
   } catch (err) {
     const e = err instanceof RingfenceError ? err : new RingfenceError("bad_request", cleanMessage(err));
-    sendError(res, binding.dialectOf(route.method), deps.docsUrl, e, binding.headers);
+    refuse(route, binding.dialectOf(route.method), e, binding.headers);
     return;
   }
 
-  const incoming = (name: string) => {
-    const v = req.headers[name];
-    return Array.isArray(v) ? v[0] : v;
-  };
+  const incoming = (name: string) => firstHeader(req, name);
   // The built-in gateway is the edge: the socket's peer is the client, whatever it claims.
   const client =
     req.socket.remoteAddress === undefined ? undefined : normalizeAddress(req.socket.remoteAddress);
-  const outcome = await invoke(binding, route.method, request, incoming, deps, client);
+  const received = {
+    transport: "http" as const,
+    header: incoming,
+    clientAddress: client,
+    requestId,
+    startedAt,
+  };
+  const outcome = await invoke(binding, route.method, request, received, deps);
   if (!outcome.ok) {
     const { error } = outcome;
     send(res, error.httpStatus, JSON.stringify(error.body), "application/json", outcome.headers);
@@ -416,9 +448,15 @@ function sendError(
   docsUrl: string,
   err: unknown,
   headers: Readonly<Record<string, string>>,
-): void {
+): WireError {
   const wire = toWire(err, dialect, docsUrl);
   send(res, wire.httpStatus, JSON.stringify(wire.body), "application/json", { ...headers, ...wire.headers });
+  return wire;
+}
+
+function firstHeader(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string>): void {

@@ -17,14 +17,16 @@ import {
   HTTP_STATUS_MARKER,
   invoke,
   UndecodableRequest,
+  type InvokeDeps,
   type ServiceBinding,
 } from "../rpc/binding.js";
+import { REQUEST_ID_HEADER, requestIdOf } from "../observability/calls.js";
 import { clip } from "../errors.js";
 import type { Logger } from "../log.js";
 import { clientOf, peerAddress } from "../net/cidr.js";
 import type { BlockList } from "node:net";
 
-export interface GrpcDeps {
+export interface GrpcDeps extends InvokeDeps {
   log: Logger;
   docsUrl: string;
   /** The FileDescriptorSet that `buf build` makes, for server reflection. */
@@ -84,12 +86,21 @@ function implement(binding: ServiceBinding, deps: GrpcDeps): UntypedServiceImple
   const impl: UntypedServiceImplementation = {};
   for (const method of Object.keys(binding.definition)) {
     impl[method] = (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+      const startedAt = process.hrtime.bigint();
       const incoming = (name: string) => {
         const v = call.metadata.get(name)[0];
         return v === undefined ? undefined : v.toString();
       };
       const client = clientOf(peerAddress(call.getPeer()), incoming("x-forwarded-for"), deps.trustedProxies);
-      void invoke(binding, method, call.request, incoming, deps, client).then((outcome) => {
+      const requestId = requestIdOf(incoming(REQUEST_ID_HEADER));
+      const received = {
+        transport: "grpc" as const,
+        header: incoming,
+        clientAddress: client,
+        requestId,
+        startedAt,
+      };
+      void invoke(binding, method, call.request, received, deps).then((outcome) => {
         if (outcome.ok) {
           if (Object.keys(outcome.headers).length > 0) call.sendMetadata(toMetadata(outcome.headers));
           callback(null, outcome.response);

@@ -1,6 +1,14 @@
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 import { isRedisUnavailable, RingfenceError, toWire, type ErrorDialect, type WireError } from "../errors.js";
 import type { Logger } from "../log.js";
+import {
+  callerIdentity,
+  elapsedMs,
+  REQUEST_ID_HEADER,
+  type CallObserver,
+  type CallRecord,
+  type Transport,
+} from "../observability/calls.js";
 
 /** What a handler sees of the call, whichever transport carried it. */
 export interface CallContext {
@@ -15,6 +23,8 @@ export interface CallContext {
    * session); undefined for a method that declares none. Read it with `callerOf`.
    */
   readonly caller?: unknown;
+  /** The call's request id (the caller's `x-request-id`, or one made for it), for logs. */
+  readonly requestId: string;
 }
 
 /**
@@ -109,26 +119,46 @@ export type Outcome =
   | { ok: true; response: unknown; headers: Record<string, string> }
   | { ok: false; error: WireError; headers: Record<string, string> };
 
+/** How a transport received a call, as `invoke` needs it. */
+export interface Incoming {
+  transport: Transport;
+  /** An incoming metadata entry or HTTP header; names are lower-case. */
+  header: (name: string) => string | undefined;
+  clientAddress?: string | undefined;
+  requestId: string;
+  /** When the transport first saw the call (`process.hrtime.bigint()`), for its duration. */
+  startedAt: bigint;
+}
+
+export interface InvokeDeps {
+  log: Logger;
+  docsUrl: string;
+  /** Told of every call once it is answered (metrics, the request log). */
+  observe?: CallObserver | undefined;
+}
+
 /**
  * Runs one call the same way for every transport: the binding's headers and guard, the
- * handler, and the one error mapping. Unexpected failures are logged, never shown.
+ * handler, and the one error mapping. Unexpected failures are logged, never shown. Every answer
+ * carries the call's request id, and the observer hears of it.
  */
 export async function invoke(
   binding: ServiceBinding,
   method: string,
   request: unknown,
-  incoming: (name: string) => string | undefined,
-  deps: { log: Logger; docsUrl: string },
-  clientAddress?: string,
+  call: Incoming,
+  deps: InvokeDeps,
 ): Promise<Outcome> {
-  const headers: Record<string, string> = { ...binding.headers };
+  const headers: Record<string, string> = { ...binding.headers, [REQUEST_ID_HEADER]: call.requestId };
   const ctx: CallContext = {
-    clientAddress,
-    header: incoming,
+    clientAddress: call.clientAddress,
+    header: call.header,
+    requestId: call.requestId,
     setHeader: (name, value) => {
       headers[name.toLowerCase()] = value;
     },
   };
+  let caller: unknown;
   try {
     const handler = binding.handlers[method];
     if (handler === undefined) throw new RingfenceError("method_not_allowed", `unknown method ${method}`);
@@ -140,10 +170,11 @@ export async function invoke(
       );
     }
     const authenticate = binding.authenticatorOf(method);
-    const caller = authenticate === undefined ? undefined : await authenticate(ctx, request);
+    caller = authenticate === undefined ? undefined : await authenticate(ctx, request);
     const response = await handler(request, caller === undefined ? ctx : { ...ctx, caller });
     const status = binding.successStatus(method);
     if (status !== undefined) headers[HTTP_STATUS_MARKER] = String(status);
+    observe(deps, binding, method, call, caller, { code: "ok", grpcStatus: 0, httpStatus: status ?? 200 });
     return { ok: true, response, headers };
   } catch (err) {
     const error = toWire(err, binding.dialectOf(method), deps.docsUrl);
@@ -151,16 +182,38 @@ export async function invoke(
       // An outage, answered 503 and reported by the health watchdog: not a failure of this call.
       deps.log.warn("call failed: redis unavailable", {
         method: `${binding.serviceName}/${method}`,
+        request_id: call.requestId,
         error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
       });
     } else if (!(err instanceof RingfenceError)) {
       deps.log.error("call failed", {
         method: `${binding.serviceName}/${method}`,
+        request_id: call.requestId,
         error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
       });
     }
+    observe(deps, binding, method, call, caller, error);
     // Headers set by the handler before it failed (other than a success status) still apply.
     const { [HTTP_STATUS_MARKER]: _ignored, ...kept } = headers;
     return { ok: false, error, headers: { ...kept, ...error.headers } };
   }
+}
+
+function observe(
+  deps: InvokeDeps,
+  binding: ServiceBinding,
+  method: string,
+  call: Incoming,
+  caller: unknown,
+  answer: Pick<CallRecord, "code" | "grpcStatus" | "httpStatus">,
+): void {
+  deps.observe?.({
+    transport: call.transport,
+    service: binding.serviceName,
+    method: binding.definition[method]?.path.split("/")[2] ?? method,
+    ...answer,
+    durationMs: elapsedMs(call.startedAt),
+    requestId: call.requestId,
+    caller: callerIdentity(caller),
+  });
 }

@@ -1,0 +1,63 @@
+import { randomUUID } from "node:crypto";
+import type { ErrorCode } from "../errors.js";
+
+/** The transport a call came in on: gRPC, or REST through the built-in gateway. */
+export type Transport = "grpc" | "http";
+
+/** What is known of one call once it is answered, for metrics and the request log. */
+export interface CallRecord {
+  transport: Transport;
+  /** Fully qualified service, e.g. `ringfence.lookup.v1.LookupService`; `-` for a path no route matched. */
+  service: string;
+  /** The RPC, e.g. `LookupPhoneNumber`; `-` for a path no route matched. */
+  method: string;
+  /** `ok`, or the error's stable code. */
+  code: "ok" | ErrorCode;
+  grpcStatus: number;
+  httpStatus: number;
+  durationMs: number;
+  requestId: string;
+  /** Who called, when the method authenticates: `customer:<uuid>` or `app:<id>`. */
+  caller?: string | undefined;
+}
+
+/** Told of every answered call, once, after its answer is decided. Must not throw. */
+export type CallObserver = (record: CallRecord) => void;
+
+/** The response header (and gRPC metadata key) that carries the request id. */
+export const REQUEST_ID_HEADER = "x-request-id";
+
+/** Printable ASCII without spaces, as Envoy and most proxies generate; anything else is replaced. */
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+
+/** The caller's `x-request-id` when it is a sane one, else a new UUID. */
+export function requestIdOf(incoming: string | undefined): string {
+  return incoming !== undefined && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+}
+
+/** A caller's identity for logs: accounts by customer uuid, apps and sessions by app id. */
+export function callerIdentity(caller: unknown): string | undefined {
+  if (caller === null || typeof caller !== "object") return undefined;
+  const c = caller as { customerUuid?: unknown; appId?: unknown };
+  if (typeof c.customerUuid === "string") return `customer:${c.customerUuid}`;
+  if (typeof c.appId === "string") return `app:${c.appId}`;
+  return undefined;
+}
+
+/** Milliseconds since `start` (a `process.hrtime.bigint()` reading). */
+export function elapsedMs(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e6;
+}
+
+/** One observer that tells each of `observers` in turn; one that throws does not stop the others. */
+export function allOf(observers: readonly CallObserver[]): CallObserver {
+  return (record) => {
+    for (const observe of observers) {
+      try {
+        observe(record);
+      } catch {
+        // An observer's failure must never change a call's answer.
+      }
+    }
+  };
+}
