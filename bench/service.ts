@@ -28,6 +28,7 @@ export async function startService(env: Record<string, string>, logFile: string)
       ...env,
       HTTP_PORT: String(httpPort),
       GRPC_PORT: String(grpcPort),
+      ADMIN_PORT: "0",
       ISSUER_URL: `http://127.0.0.1:${httpPort}`,
     },
     logFile,

@@ -17,7 +17,10 @@ import { startGrpc } from "./grpc/server.js";
 import { blockList } from "./net/cidr.js";
 import { OutboundGuard } from "./net/outbound.js";
 import { createGateway } from "./gateway/gateway.js";
-import { allOf, type CallObserver } from "./observability/calls.js";
+import { allOf, elapsedMs, type CallObserver } from "./observability/calls.js";
+import { Metrics } from "./observability/metrics.js";
+import { startAdmin, type AdminServer } from "./observability/admin.js";
+import { meteredEmail, meteredSms } from "./messaging/metered.js";
 import { v1ServiceOptions } from "./v1/deprecation.js";
 import { apiKeyAuthenticator, bodyCustomerUuid, customerAuthenticator } from "./accounts/authenticate.js";
 import { sessionAuthenticator } from "./session/tokens.js";
@@ -82,18 +85,21 @@ export interface Registry {
   challenges: ChallengeStore;
   /** Calls to caller-supplied URLs: checked at registration and at connect time. */
   outbound: OutboundGuard;
+  /** This process's Prometheus metrics (served on ADMIN_PORT). */
+  metrics: Metrics;
 }
 
 export async function openRegistry(config: Config, log: Logger): Promise<Registry> {
-  const redis = createRedis(config);
-  redis.on("error", (err: Error) => {
+  const metrics = new Metrics();
+  const onError = (err: Error) => {
+    metrics.redisError();
     log.warn("redis error", { error: err.message });
-  });
+  };
+  const redis = createRedis(config);
+  redis.on("error", onError);
   await connectRedis(redis);
   const afterAnswer = createRedis(config);
-  afterAnswer.on("error", (err: Error) => {
-    log.warn("redis error", { error: err.message });
-  });
+  afterAnswer.on("error", onError);
   const keys = new Keys(config.REDIS_KEY_PREFIX);
   const secrets = new Secrets(config.SECRETS_KEY);
   const accounts = new RedisAccountStore(redis, keys, secrets);
@@ -117,6 +123,7 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     sessions: new SessionStore(redis, keys, config.REFRESH_TOKEN_TTL_SECONDS * 1000),
     challenges: new ChallengeStore(redis, keys),
     outbound: new OutboundGuard(config.OUTBOUND_ALLOWED_CIDRS),
+    metrics,
   };
 }
 
@@ -139,28 +146,33 @@ export interface Delivery {
  * see StartOptions). Its BullMQ worker runs in every process either way.
  */
 export function openDelivery(r: Registry, gate?: ShutdownGate, sweep = true): Delivery {
-  const { config, log } = r;
+  const { config, log, metrics } = r;
+  const outbox = new WebhookOutbox({
+    redis: r.redis,
+    connection: () => createBlockingRedis(config),
+    keys: r.keys,
+    queuePrefix: `{${config.REDIS_KEY_PREFIX}bull}`,
+    resolveSecret: secretResolvers(r).resolve,
+    log,
+    outbound: r.outbound,
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    concurrency: config.WEBHOOK_CONCURRENCY,
+    sweepIntervalMs: config.WEBHOOK_SWEEP_INTERVAL_MS,
+    sweep,
+    backoff: {
+      baseMs: config.WEBHOOK_BACKOFF_BASE_MS,
+      maxDelayMs: config.WEBHOOK_BACKOFF_MAX_MS,
+      giveUpAfterMs: config.WEBHOOK_GIVE_UP_MS,
+    },
+    onAttempt: (outcome) => {
+      metrics.webhook(outcome);
+    },
+  });
+  metrics.webhookBacklog = () => outbox.backlog();
   return {
-    sms: createSmsProvider(config, log, gate),
-    email: createEmailProvider(config, log, gate),
-    outbox: new WebhookOutbox({
-      redis: r.redis,
-      connection: () => createBlockingRedis(config),
-      keys: r.keys,
-      queuePrefix: `{${config.REDIS_KEY_PREFIX}bull}`,
-      resolveSecret: secretResolvers(r).resolve,
-      log,
-      outbound: r.outbound,
-      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
-      concurrency: config.WEBHOOK_CONCURRENCY,
-      sweepIntervalMs: config.WEBHOOK_SWEEP_INTERVAL_MS,
-      sweep,
-      backoff: {
-        baseMs: config.WEBHOOK_BACKOFF_BASE_MS,
-        maxDelayMs: config.WEBHOOK_BACKOFF_MAX_MS,
-        giveUpAfterMs: config.WEBHOOK_GIVE_UP_MS,
-      },
-    }),
+    sms: meteredSms(createSmsProvider(config, log, gate), metrics),
+    email: meteredEmail(createEmailProvider(config, log, gate), metrics),
+    outbox,
   };
 }
 
@@ -175,6 +187,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     sms: d.sms,
     webhooks: d.outbox,
     outbound: r.outbound,
+    metrics: r.metrics,
   };
   d.sms.onReceipt((receipt) => {
     recordReceipt(verify, receipt).catch((err: unknown) => {
@@ -297,6 +310,8 @@ export interface RunningApp {
   grpcPort: number;
   /** undefined when HTTP_PORT=0 (Envoy in front instead). */
   httpPort: number | undefined;
+  /** undefined when ADMIN_PORT=0, or in a cluster worker (the primary serves it). */
+  adminPort: number | undefined;
   registry: Registry;
   /**
    * Stops taking calls, lets in-flight ones finish, then closes the outbox, providers and Redis,
@@ -312,6 +327,11 @@ export interface StartOptions {
    * worker replaces it) does, so that they are not run WORKERS times over (src/workers.ts).
    */
   singletonDuties?: boolean;
+  /**
+   * Whether this process serves ADMIN_PORT. Default true. Cluster workers do not: the primary
+   * serves it for the instance, metrics gathered from every worker (src/workers.ts).
+   */
+  admin?: boolean;
 }
 
 export async function startApp(config: Config, log: Logger, options: StartOptions = {}): Promise<RunningApp> {
@@ -380,7 +400,7 @@ export async function startApp(config: Config, log: Logger, options: StartOption
   const bindings = services(registry, delivery);
   const contract = loadContract();
   // Told of every answered call on either transport (metrics, the request log), in this order.
-  const observers: CallObserver[] = [];
+  const observers: CallObserver[] = [registry.metrics.observe];
   const deps = { log, docsUrl: config.DOCS_URL, observe: allOf(observers) };
   const grpc = await startGrpc(
     bindings,
@@ -400,6 +420,9 @@ export async function startApp(config: Config, log: Logger, options: StartOption
   const watchdog = new RedisWatchdog(redis, log, (up) => {
     if (!stopping) grpc.setServing(up ? "SERVING" : "NOT_SERVING");
   });
+  watchdog.onPing = (seconds) => {
+    registry.metrics.redisPinged(seconds);
+  };
   const ready = () => Promise.resolve(!stopping && watchdog.up);
   grpc.setServing("SERVING");
   watchdog.start();
@@ -430,7 +453,15 @@ export async function startApp(config: Config, log: Logger, options: StartOption
     });
   }
   const httpPort = http === undefined ? undefined : (http.address() as AddressInfo).port;
-  log.info("ringfence started", { grpcPort: grpc.port, httpPort, host: config.HOST });
+  let admin: AdminServer | undefined;
+  if (config.ADMIN_PORT !== 0 && (options.admin ?? true)) {
+    admin = await startAdmin(
+      { host: config.HOST, port: config.ADMIN_PORT },
+      { metrics: () => registry.metrics.exposition(), ready },
+      log,
+    );
+  }
+  log.info("ringfence started", { grpcPort: grpc.port, httpPort, adminPort: admin?.port, host: config.HOST });
 
   let stopped: Promise<boolean> | undefined;
   const stop = () =>
@@ -495,10 +526,11 @@ export async function startApp(config: Config, log: Logger, options: StartOption
         registry.afterAnswer.disconnect();
         subscriber.disconnect();
       }
+      await admin?.close();
       log.info("ringfence stopped", { clean, tookMs: Date.now() - startedMs });
       return clean;
     })());
-  return { grpcPort: grpc.port, httpPort, registry, stop };
+  return { grpcPort: grpc.port, httpPort, adminPort: admin?.port, registry, stop };
 }
 
 /**
@@ -507,6 +539,8 @@ export async function startApp(config: Config, log: Logger, options: StartOption
  */
 export class RedisWatchdog {
   up = true;
+  /** Told of each PING's round trip, in seconds (the Redis latency metric). */
+  onPing: ((seconds: number) => void) | undefined;
   private timer: NodeJS.Timeout | undefined;
   private pinging = false;
 
@@ -533,10 +567,14 @@ export class RedisWatchdog {
     if (this.pinging) return;
     this.pinging = true;
     try {
+      const sent = process.hrtime.bigint();
       const answered = await within(
-        this.redis.ping().catch(() => {
-          throw new Error("no answer");
-        }),
+        this.redis.ping().then(
+          () => this.onPing?.(elapsedMs(sent) / 1000),
+          () => {
+            throw new Error("no answer");
+          },
+        ),
         this.timeoutMs,
       ).catch(() => false);
       this.report(answered);

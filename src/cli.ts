@@ -6,7 +6,7 @@ import { ConfigError, loadConfig, type Config } from "./config.js";
 import { createLogger, type Logger } from "./log.js";
 import { isRedisUnavailable } from "./errors.js";
 import { openRegistry, startApp, type Registry, type RunningApp } from "./app.js";
-import { hasSingletonDuties, reportStarted, runPrimary, workerSlot } from "./workers.js";
+import { hasSingletonDuties, reportStarted, runPrimary, shareMetrics, workerSlot } from "./workers.js";
 import {
   formatMoney,
   MONEY,
@@ -90,7 +90,7 @@ async function serveWorker(config: Config, slot: number): Promise<void> {
       error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
     });
   });
-  const starting = startApp(config, log, { singletonDuties: hasSingletonDuties(slot) });
+  const starting = startApp(config, log, { singletonDuties: hasSingletonDuties(slot), admin: false });
   let signalled = false;
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     process.on(signal, () => {
@@ -106,7 +106,7 @@ async function serveWorker(config: Config, slot: number): Promise<void> {
       );
     });
   }
-  await starting;
+  shareMetrics((await starting).registry.metrics.registry);
   reportStarted();
 }
 

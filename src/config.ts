@@ -90,6 +90,8 @@ const schema = z
     NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
     GRPC_PORT: port.default(50051),
     HTTP_PORT: port.default(8080),
+    // Operators' listener: /metrics, /healthz, /readyz (docs/settings.md#service-and-network); 0 turns it off.
+    ADMIN_PORT: port.default(9464),
     HOST: z.string().min(1).default("127.0.0.1"),
     REDIS_URL: url(["redis:", "rediss:"]).default("redis://127.0.0.1:6379"),
     REDIS_CLUSTER_NODES: z

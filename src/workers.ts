@@ -1,11 +1,15 @@
 import cluster, { type Worker } from "node:cluster";
+import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
+import { startAdmin, type AdminServer } from "./observability/admin.js";
+import { createRedis } from "./redis/client.js";
 
 /**
  * WORKERS > 1: `ringfence serve` becomes a node:cluster primary that forks WORKERS workers, each
- * running the whole app on the same ports (docs/settings.md#workers). The primary opens no Redis
- * connection and serves nothing: it starts, replaces and stops workers.
+ * running the whole app on the same ports (docs/settings.md#workers). The primary starts, replaces
+ * and stops workers, and serves ADMIN_PORT for the instance: metrics gathered from every worker,
+ * and readiness by a Redis connection of its own.
  *
  * Worker 1 runs the instance's scans (held-message recovery, webhook recovery sweep, API-key
  * index); a worker that replaces it takes them over, since the slot, not the process, carries
@@ -37,6 +41,16 @@ export function workerSlot(): number | undefined {
 /** Whether this slot runs the instance's scans (see the top of this file). */
 export function hasSingletonDuties(slot: number): boolean {
   return slot === 1;
+}
+
+/**
+ * Lets the primary gather this worker's metrics: prom-client's cluster messages, answered from
+ * `registry`.
+ */
+export function shareMetrics(registry: Registry): void {
+  AggregatorRegistry.setRegistries([registry]);
+  // The constructor is what adds the worker's listener for the primary's requests.
+  new AggregatorRegistry();
 }
 
 /** Tells the primary that this worker serves. */
@@ -74,6 +88,45 @@ export function runPrimary(config: Config, log: Logger): Promise<number> {
   const done = new Promise<number>((resolve) => (finish = resolve));
 
   log.info("ringfence primary started", { workers: config.WORKERS });
+  let admin: Promise<AdminServer | undefined> = Promise.resolve(undefined);
+  let closeAdmin: () => Promise<void> = () => Promise.resolve();
+  if (config.ADMIN_PORT !== 0) {
+    const gathered = new AggregatorRegistry();
+    const redis = createRedis(config);
+    redis.on("error", () => undefined);
+    // Ready while a worker serves and Redis answers a PING within a second, as a worker's own is.
+    const ready = async () => {
+      if (phase === "stopping" || !slots.some((s) => s.started)) return false;
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<false>((resolve) => {
+        timer = setTimeout(() => {
+          resolve(false);
+        }, 1_000);
+      });
+      const answered = redis.ping().then(
+        () => true,
+        () => false,
+      );
+      const up = await Promise.race([answered, late]);
+      clearTimeout(timer);
+      return up;
+    };
+    admin = startAdmin(
+      { host: config.HOST, port: config.ADMIN_PORT },
+      {
+        metrics: async () => ({ contentType: gathered.contentType, body: await gathered.clusterMetrics() }),
+        ready,
+      },
+      log,
+    ).catch((err: unknown) => {
+      log.error("ADMIN_PORT not served", { error: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    });
+    closeAdmin = async () => {
+      await (await admin)?.close();
+      redis.disconnect();
+    };
+  }
   if (config.SMS_PROVIDER === "smpp") {
     log.info("SMS_PROVIDER=smpp: each worker holds its own SMPP bind", { binds: config.WORKERS });
   }
@@ -117,7 +170,9 @@ export function runPrimary(config: Config, log: Logger): Promise<number> {
       }
       if (live().length === 0) {
         log.info("ringfence stopped", { clean: !failed });
-        finish(failed ? 1 : 0);
+        void closeAdmin().finally(() => {
+          finish(failed ? 1 : 0);
+        });
       }
       return;
     }
@@ -147,7 +202,9 @@ export function runPrimary(config: Config, log: Logger): Promise<number> {
       if (slot.started) slot.worker?.process.kill(signal);
     }
     if (live().length === 0) {
-      finish(failed ? 1 : 0);
+      void closeAdmin().finally(() => {
+        finish(failed ? 1 : 0);
+      });
       return;
     }
     setTimeout(() => {

@@ -91,6 +91,7 @@ describe("service lifecycle", () => {
         SECRETS_KEY: TEST_SECRETS_KEY,
         GRPC_PORT: String(grpcPort),
         HTTP_PORT: String(httpPort),
+        ADMIN_PORT: "0",
       };
       const child = spawn(process.execPath, ["--import", "tsx", cli, "serve"], {
         env,

@@ -104,6 +104,7 @@ describe("WORKERS: several processes serving the same ports", function () {
       SECRETS_KEY: TEST_SECRETS_KEY,
       NODE_ENV: "test",
       WORKERS: "2",
+      ADMIN_PORT: "0",
       RATE_LIMIT_IP: "off",
       RATE_LIMIT_DEVICE: "off",
       RATE_LIMIT_NUMBER: "off",

@@ -5,6 +5,7 @@ import type { ClientStore } from "./clients.js";
 import { limitSubject } from "../net/cidr.js";
 import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
 import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
+import { noteRefusal } from "../observability/calls.js";
 import { signAccessToken, type SigningKeys } from "./keys/signing-keys.js";
 
 export interface TokenDeps {
@@ -76,7 +77,7 @@ export async function clientCredentialsGrant(
       deps.failures.record(clientId),
       ending.fail(),
     ]);
-    return clientWait > 0 ? tooManyFailures(clientWait) : refused();
+    return clientWait > 0 ? tooManyFailures(clientWait, "TOKEN_FAILURES_CLIENT") : refused();
   };
   if (clientId === undefined || secret === undefined) throw await failed();
 
@@ -265,7 +266,7 @@ export class AuthFailures {
       const [waitMs, busy] = await run("begin", mine);
       if (waitMs > 0) {
         this.lines.get(inflight)?.wakeAll();
-        throw tooManyFailures(waitMs);
+        throw tooManyFailures(waitMs, "TOKEN_FAILURES_IP");
       }
       return busy === 0 ? mine : undefined;
     };
@@ -294,6 +295,7 @@ export class AuthFailures {
     }
     const line = this.lines.get(inflight) ?? new WaitingLine();
     if (line.length >= this.maxWaiting) {
+      noteRefusal("TOKEN_FAILURES_IP");
       throw tooManyAttempts(
         "too many client authentications waiting from this address: try again later",
         1_000,
@@ -307,7 +309,7 @@ export class AuthFailures {
         const handed = await line.next(waiter);
         const place = handed ?? (await look());
         if (place !== undefined) return attempt(place);
-        if (Date.now() >= until) throw tooManyFailures(1_000);
+        if (Date.now() >= until) throw tooManyFailures(1_000, "TOKEN_FAILURES_IP");
       }
     } finally {
       line.leave(waiter);
@@ -371,6 +373,10 @@ function digest(id: string): string {
   return createHash("sha256").update(id).digest("base64url");
 }
 
-function tooManyFailures(waitMs: number): RingfenceError {
+function tooManyFailures(
+  waitMs: number,
+  rule: "TOKEN_FAILURES_CLIENT" | "TOKEN_FAILURES_IP",
+): RingfenceError {
+  noteRefusal(rule);
   return tooManyAttempts("too many failed client authentications: try again later", waitMs);
 }

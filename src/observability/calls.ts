@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import type { ErrorCode } from "../errors.js";
 
@@ -19,6 +20,33 @@ export interface CallRecord {
   requestId: string;
   /** Who called, when the method authenticates: `customer:<uuid>` or `app:<id>`. */
   caller?: string | undefined;
+  /**
+   * The abuse rule that refused the call, named by its setting (`RATE_LIMIT_NUMBER`,
+   * `SPAM_RANGE_BURST`, ...): with an error (429, 403) or inside a success (a V1 send answered
+   * `rate_limited`). Handlers say it with `noteRefusal`.
+   */
+  refusedBy?: string | undefined;
+}
+
+/** What a call's own code tells of it, beyond its answer, while it runs (see `noteRefusal`). */
+export interface CallNotes {
+  refusedBy?: string;
+}
+
+const current = new AsyncLocalStorage<CallNotes>();
+
+/** Runs `fn` as one call: `noteRefusal` inside it, however deep, lands on `notes`. */
+export function withCallNotes<T>(notes: CallNotes, fn: () => Promise<T>): Promise<T> {
+  return current.run(notes, fn);
+}
+
+/**
+ * Says which abuse rule (its setting's name) refused the running call, for the refusals metric
+ * and the request log; the first one said wins. Outside a call (a background job) it does nothing.
+ */
+export function noteRefusal(rule: string): void {
+  const notes = current.getStore();
+  if (notes !== undefined) notes.refusedBy ??= rule;
 }
 
 /** Told of every answered call, once, after its answer is decided. Must not throw. */

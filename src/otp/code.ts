@@ -34,6 +34,8 @@ export type WindowRule = { limit: number; windowSeconds: number } | null;
 export interface Window {
   key: string;
   rule: WindowRule;
+  /** The setting the rule comes from (`RATE_LIMIT_NUMBER`), named when the window refuses a call. */
+  name?: string;
 }
 
 /** What taking windows gave: `waitMs` 0 when there was room, else which window was full. */

@@ -5,6 +5,8 @@ import {
   callerIdentity,
   elapsedMs,
   REQUEST_ID_HEADER,
+  withCallNotes,
+  type CallNotes,
   type CallObserver,
   type CallRecord,
   type Transport,
@@ -142,12 +144,24 @@ export interface InvokeDeps {
  * handler, and the one error mapping. Unexpected failures are logged, never shown. Every answer
  * carries the call's request id, and the observer hears of it.
  */
-export async function invoke(
+export function invoke(
   binding: ServiceBinding,
   method: string,
   request: unknown,
   call: Incoming,
   deps: InvokeDeps,
+): Promise<Outcome> {
+  const notes: CallNotes = {};
+  return withCallNotes(notes, () => run(binding, method, request, call, deps, notes));
+}
+
+async function run(
+  binding: ServiceBinding,
+  method: string,
+  request: unknown,
+  call: Incoming,
+  deps: InvokeDeps,
+  notes: CallNotes,
 ): Promise<Outcome> {
   const headers: Record<string, string> = { ...binding.headers, [REQUEST_ID_HEADER]: call.requestId };
   const ctx: CallContext = {
@@ -174,7 +188,11 @@ export async function invoke(
     const response = await handler(request, caller === undefined ? ctx : { ...ctx, caller });
     const status = binding.successStatus(method);
     if (status !== undefined) headers[HTTP_STATUS_MARKER] = String(status);
-    observe(deps, binding, method, call, caller, { code: "ok", grpcStatus: 0, httpStatus: status ?? 200 });
+    observe(deps, binding, method, call, caller, notes, {
+      code: "ok",
+      grpcStatus: 0,
+      httpStatus: status ?? 200,
+    });
     return { ok: true, response, headers };
   } catch (err) {
     const error = toWire(err, binding.dialectOf(method), deps.docsUrl);
@@ -192,7 +210,7 @@ export async function invoke(
         error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
       });
     }
-    observe(deps, binding, method, call, caller, error);
+    observe(deps, binding, method, call, caller, notes, error);
     // Headers set by the handler before it failed (other than a success status) still apply.
     const { [HTTP_STATUS_MARKER]: _ignored, ...kept } = headers;
     return { ok: false, error, headers: { ...kept, ...error.headers } };
@@ -205,6 +223,7 @@ function observe(
   method: string,
   call: Incoming,
   caller: unknown,
+  notes: CallNotes,
   answer: Pick<CallRecord, "code" | "grpcStatus" | "httpStatus">,
 ): void {
   deps.observe?.({
@@ -215,5 +234,6 @@ function observe(
     durationMs: elapsedMs(call.startedAt),
     requestId: call.requestId,
     caller: callerIdentity(caller),
+    refusedBy: notes.refusedBy,
   });
 }

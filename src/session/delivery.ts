@@ -4,7 +4,8 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { takeWindows, tooManyAttempts, type Window } from "../otp/code.js";
-import { isStaticSpam } from "../lookup/spam.js";
+import { staticSpamRule } from "../lookup/spam.js";
+import { noteRefusal } from "../observability/calls.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import type { AppStore } from "../apps/store.js";
 import { parseE164 } from "../lookup/numbers.js";
@@ -42,11 +43,21 @@ export class CodeSender {
     const { config, keys } = this.deps;
     const app = (...suffix: string[]) => keys.key("rl", appId, ...suffix);
     await this.refuseSpam(appId, id, [
-      { key: app("ident", id.type, id.value.toLowerCase()), rule: config.RATE_LIMIT_NUMBER },
-      { key: app("login"), rule: config.LOGIN_LIMIT_APP },
+      {
+        key: app("ident", id.type, id.value.toLowerCase()),
+        rule: config.RATE_LIMIT_NUMBER,
+        name: "RATE_LIMIT_NUMBER",
+      },
+      { key: app("login"), rule: config.LOGIN_LIMIT_APP, name: "LOGIN_LIMIT_APP" },
       ...(client === undefined
         ? []
-        : [{ key: app("login-ip", limitSubject(client)), rule: config.LOGIN_LIMIT_IP }]),
+        : [
+            {
+              key: app("login-ip", limitSubject(client)),
+              rule: config.LOGIN_LIMIT_IP,
+              name: "LOGIN_LIMIT_IP",
+            },
+          ]),
     ]);
   }
 
@@ -54,8 +65,12 @@ export class CodeSender {
   async allowStepUp(appId: string, userId: string, sessionId: string, id: Identifier): Promise<void> {
     const { config, keys } = this.deps;
     await this.refuseSpam(appId, id, [
-      { key: keys.key("rl", userId, "stepup"), rule: config.STEPUP_LIMIT_USER },
-      { key: keys.key("rl", userId, "stepup", sessionId), rule: config.STEPUP_LIMIT_SESSION },
+      { key: keys.key("rl", userId, "stepup"), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
+      {
+        key: keys.key("rl", userId, "stepup", sessionId),
+        rule: config.STEPUP_LIMIT_SESSION,
+        name: "STEPUP_LIMIT_SESSION",
+      },
     ]);
   }
 
@@ -70,7 +85,8 @@ export class CodeSender {
         ? keys.key("rl", subject.userId, "checks")
         : keys.key("rl", subject.appId, "checks", subject.id.type, subject.id.value.toLowerCase());
     const { waitMs } = await takeWindows(redis, [{ key, rule: config.OTP_CHECK_LIMIT }], randomUUID());
-    if (waitMs > 0) throw tooManyAttempts("too many code checks: try again later", waitMs);
+    if (waitMs > 0)
+      throw refusedBy("OTP_CHECK_LIMIT", tooManyAttempts("too many code checks: try again later", waitMs));
   }
 
   /**
@@ -83,11 +99,15 @@ export class CodeSender {
     let range: Window | undefined;
     if (id.type === "phone_number") {
       const phone = parseE164(id.value);
-      if (phone !== undefined && (await isStaticSpam(config, this.deps.lookupData, phone))) {
-        throw spamDetected();
-      }
+      const spam =
+        phone === undefined ? undefined : await staticSpamRule(config, this.deps.lookupData, phone);
+      if (spam !== undefined) throw refusedBy(spam, spamDetected());
       const prefix = id.value.slice(0, -config.SPAM_RANGE_DIGITS);
-      range = { key: keys.key("rl", appId, "range", prefix), rule: config.SPAM_RANGE_BURST };
+      range = {
+        key: keys.key("rl", appId, "range", prefix),
+        rule: config.SPAM_RANGE_BURST,
+        name: "SPAM_RANGE_BURST",
+      };
     }
     const appTag = keys.key("rl", appId);
     if (range === undefined || windows.every((w) => w.key.startsWith(`${appTag}:`))) {
@@ -95,13 +115,15 @@ export class CodeSender {
       const all = range === undefined ? windows : [range, ...windows];
       const { waitMs, full } = await takeWindows(redis, all, member);
       if (waitMs === 0) return;
-      if (full !== undefined && full === range) throw spamDetected();
-      throw tooManyAttempts("too many codes asked for: try again later", waitMs);
+      if (full !== undefined && full === range) throw refusedBy(range.name, spamDetected());
+      throw refusedBy(full?.name, tooManyAttempts("too many codes asked for: try again later", waitMs));
     }
     // The range is the app's, the windows the user's (two hash tags): look, take, then record.
-    if ((await takeWindows(redis, [range], member, "peek")).waitMs > 0) throw spamDetected();
-    const { waitMs } = await takeWindows(redis, windows, member);
-    if (waitMs > 0) throw tooManyAttempts("too many codes asked for: try again later", waitMs);
+    if ((await takeWindows(redis, [range], member, "peek")).waitMs > 0)
+      throw refusedBy(range.name, spamDetected());
+    const { waitMs, full } = await takeWindows(redis, windows, member);
+    if (waitMs > 0)
+      throw refusedBy(full?.name, tooManyAttempts("too many codes asked for: try again later", waitMs));
     await takeWindows(redis, [range], member, "add");
   }
 
@@ -111,15 +133,20 @@ export class CodeSender {
    */
   async allowHookCall(userId: string, sessionId: string): Promise<void> {
     const { config, keys, redis } = this.deps;
-    const { waitMs } = await takeWindows(
+    const { waitMs, full } = await takeWindows(
       redis,
       [
-        { key: keys.key("rl", userId, "hook"), rule: config.STEPUP_LIMIT_USER },
-        { key: keys.key("rl", userId, "hook", sessionId), rule: config.STEPUP_LIMIT_SESSION },
+        { key: keys.key("rl", userId, "hook"), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
+        {
+          key: keys.key("rl", userId, "hook", sessionId),
+          rule: config.STEPUP_LIMIT_SESSION,
+          name: "STEPUP_LIMIT_SESSION",
+        },
       ],
       randomUUID(),
     );
-    if (waitMs > 0) throw tooManyAttempts("too many step-up requests: try again later", waitMs);
+    if (waitMs > 0)
+      throw refusedBy(full?.name, tooManyAttempts("too many step-up requests: try again later", waitMs));
   }
 
   /** Sends a code; counted for the app once the provider accepted it. */
@@ -183,4 +210,10 @@ export class CodeSender {
 
 function spamDetected(): RingfenceError {
   return new RingfenceError("spam_detected", "codes are not sent to this number");
+}
+
+/** `error`, once the rule that refused the call (its setting) is noted for metrics and the log. */
+function refusedBy<E>(rule: string | undefined, error: E): E {
+  if (rule !== undefined) noteRefusal(rule);
+  return error;
 }

@@ -4,7 +4,7 @@
 --       6 the customer's holds, 7 this retry's hold
 -- ARGV[1]: JSON {now, codeHash, maxRetries, retryIntervalMs, price, member, limits, hold}.
 -- window.lua and hold.lua are prepended.
--- Returns {status, retries, next_retry_at_ms} (status `stale`: run too late to answer the
+-- Returns {status, retries, next_retry_at_ms[, the setting of the rule that refused it]} (status `stale`: run too late to answer the
 -- caller, nothing done), or an error reply negative_balance | spending_limit_exceeded |
 -- suspended_account.
 local a = cjson.decode(ARGV[1])
@@ -21,11 +21,14 @@ local next_at = tonumber(h[5] or '0')
 if h[2] == '1' then return {'already_validated', retries, next_at} end
 if h[1] ~= 'pending' then return {'no_attempt', retries, 0} end
 if now >= tonumber(h[3]) then return {'expired_auth', retries, 0} end
-if retries >= a.maxRetries then return {'rate_limited', retries, 0} end
-if now < next_at then return {'denied', retries, next_at} end
+if retries >= a.maxRetries then return {'rate_limited', retries, 0, 'OTP_MAX_RETRIES'} end
+if now < next_at then return {'denied', retries, next_at, 'OTP_RETRY_INTERVAL_SECONDS'} end
 
-if window_full(KEYS[4], a.limits.number, now) or window_full(KEYS[5], a.limits.account, now) then
-  return {'rate_limited', retries, next_at}
+if window_full(KEYS[4], a.limits.number, now) then
+  return {'rate_limited', retries, next_at, 'RATE_LIMIT_NUMBER'}
+end
+if window_full(KEYS[5], a.limits.account, now) then
+  return {'rate_limited', retries, next_at, 'RATE_LIMIT_ACCOUNT'}
 end
 
 local account = redis.call('HMGET', KEYS[1], 'status', 'balance_micros', 'spending_limit_micros')

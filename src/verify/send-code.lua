@@ -5,7 +5,8 @@
 --       11 numbers per IP, 12 numbers per device, 13 sends into the number's range,
 --       14 the customer's holds (sorted set by deadline), 15 this send's hold
 -- ARGV[1]: JSON, see store.ts (SendArgs). window.lua and hold.lua are prepended.
--- Returns the status (pending | rate_limited | spam_detected), `stale` when run too late to
+-- Returns the status (pending | rate_limited | spam_detected; a refusal followed by `:` and the
+-- setting of the rule that refused it, e.g. `rate_limited:RATE_LIMIT_NUMBER`), `stale` when run too late to
 -- answer the caller (nothing done), or an error reply
 -- negative_balance | spending_limit_exceeded | suspended_account.
 local a = cjson.decode(ARGV[1])
@@ -30,19 +31,21 @@ local function too_many_numbers(key, rule)
   return redis.call('ZCARD', key) >= rule.limit
 end
 
+-- The rule that refused the send, by its setting's name (for the refusals metric).
 local status = a.staticSpam and 'spam_detected' or 'pending'
+local refused_by = a.staticSpam or nil
 if status == 'pending' then
-  if full(KEYS[7], a.limits.number) or (a.hasIp and full(KEYS[8], a.limits.ip))
-    or (a.hasDevice and full(KEYS[9], a.limits.device)) or full(KEYS[10], a.limits.account) then
-    status = 'rate_limited'
-  end
+  if full(KEYS[7], a.limits.number) then refused_by = 'RATE_LIMIT_NUMBER'
+  elseif a.hasIp and full(KEYS[8], a.limits.ip) then refused_by = 'RATE_LIMIT_IP'
+  elseif a.hasDevice and full(KEYS[9], a.limits.device) then refused_by = 'RATE_LIMIT_DEVICE'
+  elseif full(KEYS[10], a.limits.account) then refused_by = 'RATE_LIMIT_ACCOUNT' end
+  if refused_by then status = 'rate_limited' end
 end
 if status == 'pending' then
-  if (a.hasIp and too_many_numbers(KEYS[11], a.spam.ipNumbers))
-    or (a.hasDevice and too_many_numbers(KEYS[12], a.spam.deviceNumbers))
-    or full(KEYS[13], a.spam.range) then
-    status = 'spam_detected'
-  end
+  if a.hasIp and too_many_numbers(KEYS[11], a.spam.ipNumbers) then refused_by = 'SPAM_IP_NUMBERS'
+  elseif a.hasDevice and too_many_numbers(KEYS[12], a.spam.deviceNumbers) then refused_by = 'SPAM_DEVICE_NUMBERS'
+  elseif full(KEYS[13], a.spam.range) then refused_by = 'SPAM_RANGE_BURST' end
+  if refused_by then status = 'spam_detected' end
 end
 
 if status == 'pending' then
@@ -86,4 +89,5 @@ end
 stream_append(KEYS[4], KEYS[5], KEYS[6], a.events[status])
 redis.call('PEXPIREAT', KEYS[3], a.keepUntil)
 redis.call('PEXPIREAT', KEYS[4], a.keepUntil)
+if refused_by then return status .. ':' .. refused_by end
 return status

@@ -12,7 +12,9 @@ import { accountOf } from "../accounts/authenticate.js";
 import type { VerifyServiceService } from "../gen/ringfence/verify/v1/verify_service.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import { parseE164, type ParsedNumber } from "../lookup/numbers.js";
-import { isStaticSpam } from "../lookup/spam.js";
+import { staticSpamRule } from "../lookup/spam.js";
+import { noteRefusal } from "../observability/calls.js";
+import type { Metrics } from "../observability/metrics.js";
 import { isAppRealm, isBcp47, renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
 import {
@@ -42,6 +44,8 @@ export interface VerifyDeps {
   webhooks: { kick(list: string): Promise<void> };
   /** Checks callback_url: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
   outbound: Pick<OutboundGuard, "checkUrl">;
+  /** Counts what accounts are charged (the spend metric). */
+  metrics: Pick<Metrics, "charged">;
   now?: () => number;
 }
 
@@ -132,7 +136,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       // After authentication, so that anonymous callers cannot make the service resolve names.
       if (input.callbackUrl !== "") await deps.outbound.checkUrl(input.callbackUrl, "callback_url");
       const phone = phoneInRegions(input.phoneNumber, account.regions);
-      const staticSpam = await isStaticSpam(config, deps.lookupData, phone);
+      const staticSpam = (await staticSpamRule(config, deps.lookupData, phone)) ?? false;
 
       const t = now();
       const authUuid = randomUUID();
@@ -172,7 +176,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
         reference: `${authUuid}.1`,
       };
 
-      const status = await store.send(
+      const { status, refusedBy } = await store.send(
         place,
         {
           now: t,
@@ -233,6 +237,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
         holdArgs(sms),
       );
       if (status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
+      if (refusedBy !== undefined) noteRefusal(refusedBy);
 
       const keys = store.authKeys(account.customerUuid, authUuid);
       if (status === "pending") {
@@ -247,6 +252,8 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
             status: "sent",
           }),
         );
+        // Settled: the provider took the message, so the charge stands.
+        deps.metrics.charged(phone.countryCode, price);
       }
       if (input.callbackUrl !== "") await kick(deps, keys.events);
       return { authenticationUuid: authUuid, status, createdAt, expiresAt };
@@ -322,6 +329,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
       if (r.status === "not_found") throw unknownAuthentication();
       if (r.status === "stale")
         throw unavailable("the service is temporarily unavailable, try again shortly");
+      if (r.refusedBy !== undefined) noteRefusal(r.refusedBy);
       if (r.status === "approved") {
         const hooked = await deliver(
           store.holdOf(place, sms.reference, "retry"),
@@ -334,6 +342,7 @@ export function verifyHandlers(deps: VerifyDeps): Handlers<typeof VerifyServiceS
             status: "sent",
           }),
         );
+        deps.metrics.charged(phone.countryCode, price);
         if (hooked) await kick(deps, store.authKeys(account.customerUuid, authUuid).events);
       }
       const remaining = Math.max(0, config.OTP_MAX_RETRIES - r.retries);

@@ -64,7 +64,8 @@ export interface SendArgs {
   now: number;
   phone: string;
   member: string;
-  staticSpam: boolean;
+  /** The static spam setting that refuses the number (SPAM_LINE_TYPES, SPAM_DISPOSABLE), or false. */
+  staticSpam: string | false;
   hasIp: boolean;
   hasDevice: boolean;
   price: number;
@@ -277,7 +278,7 @@ export class VerifyStore {
     place: SendPlace,
     args: SendArgs,
     hold: HoldArgs & { id: string },
-  ): Promise<"pending" | "rate_limited" | "spam_detected" | "stale"> {
+  ): Promise<{ status: "pending" | "rate_limited" | "spam_detected" | "stale"; refusedBy?: string }> {
     const k = this.placeKeys(place);
     const keys = [k.account, k.spend, k.auth, k.events, k.hook, k.pending, k.number, k.ip, k.device];
     keys.push(k.accountWindow, k.ipNumbers, k.deviceNumbers, k.range);
@@ -285,10 +286,15 @@ export class VerifyStore {
     const release = JSON.stringify(this.releaseKeys(place, "send"));
     const { authentication, ...rest } = args;
     const fields = encodeAuthentication(authentication);
-    const status = await this.listed(place, hold.id, "send", () =>
+    const answer = (await this.listed(place, hold.id, "send", () =>
       scriptCall(sendCode, this.redis, keys, { ...rest, fields, hold: { ...hold, release } }),
-    );
-    return status as "pending" | "rate_limited" | "spam_detected" | "stale";
+    )) as string;
+    // A replayed send answers its stored status alone: its refusal was counted when it ran.
+    const [status, refusedBy] = answer.split(":") as [
+      "pending" | "rate_limited" | "spam_detected" | "stale",
+      string?,
+    ];
+    return refusedBy === undefined ? { status } : { status, refusedBy };
   }
 
   /**
@@ -379,15 +385,23 @@ export class VerifyStore {
       limits: { number: Window | null; account: Window | null };
     },
     hold: HoldArgs & { id: string },
-  ): Promise<{ status: RetryStatus | "not_found" | "stale"; retries: number; nextRetryAtMs: number }> {
+  ): Promise<{
+    status: RetryStatus | "not_found" | "stale";
+    retries: number;
+    nextRetryAtMs: number;
+    /** The setting of the rule that refused the retry, when one did. */
+    refusedBy?: string;
+  }> {
     const k = this.placeKeys(place);
     const keys = [k.account, k.spend, k.auth, k.number, k.accountWindow];
     keys.push(this.holdsKey(place.customer), this.holdKey(place.customer, hold.id));
     const release = JSON.stringify(this.releaseKeys(place, "retry"));
-    const [status, retries, next] = (await this.listed(place, hold.id, "retry", () =>
+    const [status, retries, next, refusedBy] = (await this.listed(place, hold.id, "retry", () =>
       scriptCall(retryCode, this.redis, keys, { ...args, hold: { ...hold, release } }),
-    )) as [RetryStatus | "not_found" | "stale", number, number];
-    return { status, retries, nextRetryAtMs: next };
+    )) as [RetryStatus | "not_found" | "stale", number, number, string?];
+    return refusedBy === undefined
+      ? { status, retries, nextRetryAtMs: next }
+      : { status, retries, nextRetryAtMs: next, refusedBy };
   }
 
   /** Appends an event; says whether it awaits webhook delivery. */

@@ -45,6 +45,8 @@ export interface WebhookOutboxOptions {
    */
   sweep?: boolean;
   userAgent?: string;
+  /** Told of each envelope's attempt: delivered, to be retried, or dropped (given up, refused). */
+  onAttempt?: (outcome: "delivered" | "retry" | "dropped") => void;
 }
 
 /** A failed attempt: BullMQ retries the job, never later than `retryUntil` (the give-up time). */
@@ -213,6 +215,12 @@ export class WebhookOutbox {
     this.queueConnection = undefined;
   }
 
+  /** Streams waiting for delivery: queued, retrying (delayed) or being delivered. */
+  async backlog(): Promise<number> {
+    const counts = await this.producer().getJobCounts("waiting", "delayed", "active", "prioritized");
+    return Object.values(counts).reduce((sum, n) => sum + n, 0);
+  }
+
   private producer(): Queue<DeliveryJob, string, typeof JOB_NAME> {
     if (this.queue !== undefined) return this.queue;
     if (this.closed) throw new Error("the webhook outbox is closed");
@@ -291,6 +299,7 @@ export class WebhookOutbox {
       const head = readEnvelopeHead(envelope);
       if (head === undefined) {
         this.log.error("webhook envelope unreadable, dropped", { list, index: delivered });
+        this.options.onAttempt?.("dropped");
         await advance();
         continue;
       }
@@ -303,10 +312,12 @@ export class WebhookOutbox {
           id: head.id,
           reason: failure.message,
         });
+        this.options.onAttempt?.("dropped");
         await advance();
         continue;
       }
       if (failure === undefined) {
+        this.options.onAttempt?.("delivered");
         await advance();
         this.log.debug("webhook delivered", { list, id: head.id });
         continue;
@@ -314,10 +325,12 @@ export class WebhookOutbox {
       const retryUntil = head.createdAtMs + this.backoff.giveUpAfterMs;
       if (Date.now() >= retryUntil) {
         this.log.error("webhook dropped: not delivered in time", { list, id: head.id, reason: failure });
+        this.options.onAttempt?.("dropped");
         await advance();
         continue;
       }
       this.log.warn("webhook not delivered, will retry", { list, id: head.id, reason: failure });
+      this.options.onAttempt?.("retry");
       throw new WebhookDeliveryError(`${head.id}: ${failure}`, retryUntil);
     }
   }

@@ -53,7 +53,15 @@ const ABUSE_LIMITS_OFF = {
 };
 
 export function testConfig(env: Record<string, string> = {}): Config {
-  return loadConfig({ NODE_ENV: "test", HOST: "127.0.0.1", ...ABUSE_LIMITS_OFF, ...dataEnv(), ...env });
+  // No admin listener unless a test asks for one: apps of one run would all want port 9464.
+  return loadConfig({
+    NODE_ENV: "test",
+    HOST: "127.0.0.1",
+    ADMIN_PORT: "0",
+    ...ABUSE_LIMITS_OFF,
+    ...dataEnv(),
+    ...env,
+  });
 }
 
 export interface TestApp extends RunningApp {

@@ -47,6 +47,7 @@ export async function startServiceProcess(
       HOST: "127.0.0.1",
       HTTP_PORT: String(httpPort),
       GRPC_PORT: String(grpcPort),
+      ADMIN_PORT: "0",
       ISSUER_URL: `http://127.0.0.1:${httpPort}`,
       ...env,
     },

@@ -1,0 +1,138 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { CallRecord } from "./calls.js";
+
+/** What a message provider's answer was, for the sent and failed counters. */
+export type Channel = "sms" | "email";
+
+/** Seconds: from a cached lookup (about 1 ms) to a provider call near its timeout. */
+const CALL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Seconds: a Redis PING answers in well under a millisecond on a healthy network. */
+const REDIS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
+/**
+ * The service's Prometheus metrics, one registry per process (`ringfence_` names; README,
+ * "Operating it"). Every recorder is synchronous and cheap: it runs inside calls. Gauges read at
+ * scrape time (the webhook backlog) are given as functions, so nothing polls between scrapes.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<"transport" | "service" | "method" | "code">;
+  private readonly duration: Histogram<"transport" | "service" | "method">;
+  private readonly refusals: Counter<"rule">;
+  private readonly sent: Counter<"channel" | "provider" | "country">;
+  private readonly failed: Counter<"channel" | "provider" | "country">;
+  private readonly spend: Counter<"country">;
+  private readonly webhooks: Counter<"outcome">;
+  private readonly redisErrors: Counter<"kind">;
+  private readonly redisPing: Histogram;
+  /** Read at scrape time for the webhook backlog gauge; set once the outbox exists. */
+  webhookBacklog: (() => Promise<number>) | undefined;
+
+  constructor() {
+    const registers = [this.registry];
+    const backlog = () => this.webhookBacklog?.();
+    collectDefaultMetrics({ register: this.registry });
+    this.requests = new Counter({
+      name: "ringfence_requests_total",
+      help: "Calls answered, by transport (grpc, http), method and code (ok or the error code)",
+      labelNames: ["transport", "service", "method", "code"],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: "ringfence_request_duration_seconds",
+      help: "Time from a call's arrival to its answer, by transport and method",
+      labelNames: ["transport", "service", "method"],
+      buckets: CALL_BUCKETS,
+      registers,
+    });
+    this.refusals = new Counter({
+      name: "ringfence_abuse_refusals_total",
+      help: "Calls refused by a rate-limit or spam rule, by the setting of the rule (RATE_LIMIT_NUMBER, SPAM_RANGE_BURST, ...)",
+      labelNames: ["rule"],
+      registers,
+    });
+    this.sent = new Counter({
+      name: "ringfence_messages_sent_total",
+      help: "Messages the provider accepted, by channel (sms, email), provider and destination country (SMS)",
+      labelNames: ["channel", "provider", "country"],
+      registers,
+    });
+    this.failed = new Counter({
+      name: "ringfence_messages_failed_total",
+      help: "Messages the provider did not accept (refused, timed out, unreachable), by channel, provider and country",
+      labelNames: ["channel", "provider", "country"],
+      registers,
+    });
+    this.spend = new Counter({
+      name: "ringfence_sms_spend_total",
+      help: "Amount charged to accounts for V1 messages the provider accepted, in the currency of SMS_PRICES, by destination country",
+      labelNames: ["country"],
+      registers,
+    });
+    this.webhooks = new Counter({
+      name: "ringfence_webhook_deliveries_total",
+      help: "Webhook delivery attempts by outcome: delivered, retry (to be tried again), dropped (given up or refused)",
+      labelNames: ["outcome"],
+      registers,
+    });
+    new Gauge({
+      name: "ringfence_webhook_backlog",
+      help: "Webhook streams waiting for delivery (queued, retrying or being delivered), read from Redis at scrape time",
+      registers,
+      // Every worker of a cluster reads the same queue: their answers are one value, not a sum.
+      aggregator: "max",
+      async collect() {
+        const read = backlog();
+        if (read !== undefined) this.set(await read.catch(() => Number.NaN));
+      },
+    });
+    this.redisErrors = new Counter({
+      name: "ringfence_redis_errors_total",
+      help: "Redis failures: connection (a socket error) and call (a call answered 503 because Redis did not answer)",
+      labelNames: ["kind"],
+      registers,
+    });
+    this.redisPing = new Histogram({
+      name: "ringfence_redis_ping_duration_seconds",
+      help: "Round trip of the health watchdog's PING to Redis (about one a second)",
+      buckets: REDIS_BUCKETS,
+      registers,
+    });
+  }
+
+  /** The call observer: counts and times every answered call, and the rule that refused it. */
+  readonly observe = (r: CallRecord): void => {
+    this.requests.inc({ transport: r.transport, service: r.service, method: r.method, code: r.code });
+    this.duration.observe(
+      { transport: r.transport, service: r.service, method: r.method },
+      r.durationMs / 1000,
+    );
+    if (r.refusedBy !== undefined) this.refusals.inc({ rule: r.refusedBy });
+    if (r.code === "unavailable") this.redisErrors.inc({ kind: "call" });
+  };
+
+  message(channel: Channel, provider: string, country: string, ok: boolean): void {
+    (ok ? this.sent : this.failed).inc({ channel, provider, country });
+  }
+
+  charged(country: string, micros: number): void {
+    this.spend.inc({ country }, micros / 1_000_000);
+  }
+
+  webhook(outcome: "delivered" | "retry" | "dropped"): void {
+    this.webhooks.inc({ outcome });
+  }
+
+  redisError(): void {
+    this.redisErrors.inc({ kind: "connection" });
+  }
+
+  redisPinged(seconds: number): void {
+    this.redisPing.observe(seconds);
+  }
+
+  /** The exposition text and its content type, for `GET /metrics`. */
+  async exposition(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
