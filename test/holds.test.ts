@@ -109,7 +109,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       events: { pending: event, rate_limited: event, spam_detected: event },
       hook: null,
     };
-    const status = await store.send(place, args, {
+    const { status } = await store.send(place, args, {
       id: message.reference,
       issuedAt: opts.issuedAt ?? now,
       staleMs: STALE_AFTER_MS,
