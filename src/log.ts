@@ -1,6 +1,11 @@
-/** One JSON line per event on stderr, so stdout stays free for the CLI's JSON answers. */
-const LEVELS = { debug: 10, info: 20, warn: 30, error: 40 } as const;
-export type LogLevel = keyof typeof LEVELS;
+import { pino, stdTimeFunctions, type Logger as Pino } from "pino";
+
+/**
+ * One JSON line per event on stderr (pino), so stdout stays free for the CLI's JSON answers.
+ * Every line carries the fields of the providers added with `addLogFields` (the running call's
+ * request id, the trace), and secrets are replaced by `[redacted]` whatever the caller passed.
+ */
+export type LogLevel = "debug" | "info" | "warn" | "error";
 
 export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
@@ -9,22 +14,78 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
-/** `context` goes on every line after the message, e.g. `{worker, pid}` in a cluster worker. */
+/** Fields for the line being written, from the context it is written in; undefined adds none. */
+export type LogFields = () => Record<string, unknown> | undefined;
+
+const providers: LogFields[] = [];
+
+/** Adds fields to every line of every logger, read as each line is written. */
+export function addLogFields(provider: LogFields): void {
+  providers.push(provider);
+}
+
+function contextFields(): Record<string, unknown> {
+  let fields: Record<string, unknown> = {};
+  for (const provide of providers) {
+    const more = provide();
+    if (more !== undefined) fields = { ...fields, ...more };
+  }
+  return fields;
+}
+
+/**
+ * Names whose values are secrets wherever they appear in a line's fields: codes, keys, client
+ * secrets, tokens, passwords, credentials headers. `code` alone is not one: it is an error code.
+ */
+const SECRET_KEY =
+  /^(otp|otp_code|check_code|verification_code|secret|client_secret|webhook_secret|api_key|apikey|x-api-key|management_api_key|password|new_password|current_password|old_password|token|access_token|refresh_token|id_token|step_up_token|challenge_token|authorization|proxy-authorization|cookie|set-cookie|secrets_key|private_key|d)$|(_secret|_token|_password|_key)$/i;
+/** The password of a URL's userinfo (`redis://user:pw@host`). */
+const URL_PASSWORD = /(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]*:)[^@\s/]+@/gi;
+
+export const REDACTED = "[redacted]";
+
+/** `value` with every secret field replaced and URL passwords masked, to a small depth. */
+export function redact(value: unknown, depth = 0): unknown {
+  if (typeof value === "string") return value.includes("@") ? value.replace(URL_PASSWORD, "$1***@") : value;
+  if (value === null || typeof value !== "object" || depth > 4) return value;
+  if (value instanceof Error) return redact(`${value.name}: ${value.message}`, depth);
+  if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) ? REDACTED : redact(v, depth + 1);
+  return out;
+}
+
+/**
+ * `context` goes on every line, e.g. `{worker, pid}` in a cluster worker. `write` receives each
+ * whole line (tests capture them); by default lines go to stderr.
+ */
 export function createLogger(
   level: LogLevel,
-  write: (line: string) => void = (l) => process.stderr.write(l),
+  write?: (line: string) => void,
   context: Record<string, unknown> = {},
 ): Logger {
-  const min = LEVELS[level];
+  const options = {
+    level,
+    base: context,
+    timestamp: stdTimeFunctions.isoTime,
+    formatters: { level: (label: string) => ({ level: label }) },
+    mixin: contextFields,
+  };
+  const logger: Pino =
+    write === undefined ? pino(options, pino.destination({ dest: 2, sync: true })) : pino(options, { write });
   const emit =
     (lvl: LogLevel) =>
-    (msg: string, fields: Record<string, unknown> = {}) => {
-      if (LEVELS[lvl] < min) return;
-      write(
-        JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...context, ...fields }) + "\n",
-      );
+    (msg: string, fields?: Record<string, unknown>): void => {
+      if (!logger.isLevelEnabled(lvl)) return;
+      if (fields === undefined) logger[lvl](msg);
+      else logger[lvl](redact(fields) as Record<string, unknown>, msg);
     };
   return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
 }
 
-export const silentLogger: Logger = createLogger("error", () => undefined);
+export const silentLogger: Logger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};

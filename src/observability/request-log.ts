@@ -1,0 +1,23 @@
+import type { Logger } from "../log.js";
+import type { CallObserver } from "./calls.js";
+
+/**
+ * The request log: one `info` line per answered call, on either transport, with its method,
+ * transport, code, statuses, duration, request id, caller and the rule that refused it, if one
+ * did. LOG_LEVEL=warn leaves it out.
+ */
+export function requestLog(log: Logger): CallObserver {
+  return (r) => {
+    log.info("call", {
+      method: `${r.service}/${r.method}`,
+      transport: r.transport,
+      code: r.code,
+      grpc_status: r.grpcStatus,
+      http_status: r.httpStatus,
+      duration_ms: Math.round(r.durationMs * 1000) / 1000,
+      request_id: r.requestId,
+      ...(r.caller === undefined ? {} : { caller: r.caller }),
+      ...(r.refusedBy === undefined ? {} : { refused_by: r.refusedBy }),
+    });
+  };
+}
