@@ -19,8 +19,9 @@ import { OutboundGuard } from "./net/outbound.js";
 import { createGateway } from "./gateway/gateway.js";
 import { allOf, elapsedMs, type CallObserver } from "./observability/calls.js";
 import { Metrics } from "./observability/metrics.js";
+import { requestLog } from "./observability/request-log.js";
 import { startAdmin, type AdminServer } from "./observability/admin.js";
-import { meteredEmail, meteredSms } from "./messaging/metered.js";
+import { guardedEmail, guardedSms } from "./messaging/guarded.js";
 import { v1ServiceOptions } from "./v1/deprecation.js";
 import { apiKeyAuthenticator, bodyCustomerUuid, customerAuthenticator } from "./accounts/authenticate.js";
 import { sessionAuthenticator } from "./session/tokens.js";
@@ -170,8 +171,8 @@ export function openDelivery(r: Registry, gate?: ShutdownGate, sweep = true): De
   });
   metrics.webhookBacklog = () => outbox.backlog();
   return {
-    sms: meteredSms(createSmsProvider(config, log, gate), metrics),
-    email: meteredEmail(createEmailProvider(config, log, gate), metrics),
+    sms: guardedSms(createSmsProvider(config, log, gate), metrics),
+    email: guardedEmail(createEmailProvider(config, log, gate), metrics),
     outbox,
   };
 }
@@ -400,7 +401,7 @@ export async function startApp(config: Config, log: Logger, options: StartOption
   const bindings = services(registry, delivery);
   const contract = loadContract();
   // Told of every answered call on either transport (metrics, the request log), in this order.
-  const observers: CallObserver[] = [registry.metrics.observe];
+  const observers: CallObserver[] = [registry.metrics.observe, requestLog(log)];
   const deps = { log, docsUrl: config.DOCS_URL, observe: allOf(observers) };
   const grpc = await startGrpc(
     bindings,

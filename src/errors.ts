@@ -43,6 +43,9 @@ export const ERRORS = {
   payload_too_large: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 413 },
   unsupported_media_type: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 415 },
   unavailable: { grpc: GrpcStatus.UNAVAILABLE, http: 503 },
+  // The call's deadline (a gRPC deadline, `grpc-timeout` through a gateway) passed before it was
+  // answered; nothing is sent or charged past it.
+  deadline_exceeded: { grpc: GrpcStatus.DEADLINE_EXCEEDED, http: 504 },
   // Session service management calls: a missing or wrong management key (docs/session-api.md#session-errors).
   unauthorized: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
   // Session service (docs/session-api.md#session-errors): `{code, message}` bodies.
@@ -180,17 +183,20 @@ export interface WireError {
   message: string;
   body: Record<string, unknown>;
   headers: Record<string, string>;
+  /** What the error names beyond its message (`field`), whatever the body family shows. */
+  details: Record<string, string>;
 }
 
 /**
  * The code and HTTP status of a V1 body. V1's codes are a closed list: a shared code (a route
  * that does not exist, a body too large, Redis out of reach) takes the V1 code that says as much,
- * and with it that code's status, except that an outage keeps its 503.
+ * and with it that code's status, except that an outage keeps its 503 and a deadline its 504.
  */
 function v1Answer(code: ErrorCode): { code: string; http: number } {
   const own: readonly string[] = [...V1_ERROR_CODES, ...V1_OTHER_CODES];
   if (own.includes(code)) return { code, http: ERRORS[code].http };
-  if (code === "unavailable") return { code: "internal_server_error", http: ERRORS.unavailable.http };
+  if (code === "unavailable" || code === "deadline_exceeded")
+    return { code: "internal_server_error", http: ERRORS[code].http };
   if (ERRORS[code].http >= 500)
     return { code: "internal_server_error", http: ERRORS.internal_server_error.http };
   return { code: "bad_request", http: ERRORS.bad_request.http };
@@ -213,6 +219,9 @@ export function toWire(err: unknown, dialect: ErrorDialect, docsUrl: string): Wi
   const { grpc } = ERRORS[e.code];
   let http: number = ERRORS[e.code].http;
   const message = clip(e.message, MAX_MESSAGE_CHARS);
+  const details = Object.fromEntries(
+    Object.entries(e.details).map(([k, v]) => [k, clip(v, MAX_MESSAGE_CHARS)] as const),
+  );
   let body: Record<string, unknown>;
   if (dialect === "v1") {
     const answer = v1Answer(e.code);
@@ -225,10 +234,17 @@ export function toWire(err: unknown, dialect: ErrorDialect, docsUrl: string): Wi
       error_description: message,
     };
   } else {
-    const details = Object.entries(e.details).map(([k, v]) => [k, clip(v, MAX_MESSAGE_CHARS)] as const);
-    body = { code: e.code, message, ...Object.fromEntries(details) };
+    body = { code: e.code, message, ...details };
   }
-  return { code: e.code, grpcStatus: grpc, httpStatus: http, message, body, headers: { ...e.headers } };
+  return {
+    code: e.code,
+    grpcStatus: grpc,
+    httpStatus: http,
+    message,
+    body,
+    headers: { ...e.headers },
+    details,
+  };
 }
 
 /** Unknown failures become a 500 whose message reveals nothing; Redis outages a 503. */

@@ -130,6 +130,7 @@ async function handle(
   const rawQuery = q < 0 ? "" : rawUrl.slice(q + 1);
   const verb = req.method ?? "GET";
   const startedAt = process.hrtime.bigint();
+  const deadlineMs = deadlineOf(firstHeader(req, "grpc-timeout"), Date.now());
   const requestId = requestIdOf(firstHeader(req, REQUEST_ID_HEADER));
   res.setHeader(REQUEST_ID_HEADER, requestId);
   // A refusal before the call reaches its handler: answered here, observed like any other call.
@@ -226,6 +227,7 @@ async function handle(
     clientAddress: client,
     requestId,
     startedAt,
+    deadlineMs,
   };
   const outcome = await invoke(binding, route.method, request, received, deps);
   if (!outcome.ok) {
@@ -474,4 +476,17 @@ function send(
   if (contentType !== undefined) res.setHeader("content-type", contentType);
   res.statusCode = status;
   res.end(body);
+}
+
+/** Milliseconds per unit of a `grpc-timeout` value (gRPC over HTTP/2: H, M, S, m, u, n). */
+const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 1e-3, n: 1e-6 };
+
+/**
+ * The deadline a `grpc-timeout` header sets (as Envoy forwards one, or a client sends it), in
+ * epoch ms from `nowMs`; undefined without one or for a malformed one, which sets none.
+ */
+export function deadlineOf(header: string | undefined, nowMs: number): number | undefined {
+  const m = header === undefined ? null : /^(\d{1,8})([HMSmun])$/.exec(header);
+  if (m === null) return undefined;
+  return nowMs + Number(m[1]) * (TIMEOUT_UNIT_MS[m[2] ?? "S"] ?? 1_000);
 }

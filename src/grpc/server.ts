@@ -9,6 +9,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { STATUS_DETAILS_KEY, statusDetails } from "./status-details.js";
 import { loadFileDescriptorSetFromBuffer, loadSync } from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation, protoPath as healthProtoPath, type ServingStatus } from "grpc-health-check";
@@ -93,12 +94,15 @@ function implement(binding: ServiceBinding, deps: GrpcDeps): UntypedServiceImple
       };
       const client = clientOf(peerAddress(call.getPeer()), incoming("x-forwarded-for"), deps.trustedProxies);
       const requestId = requestIdOf(incoming(REQUEST_ID_HEADER));
+      const deadline = call.getDeadline();
+      const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
       const received = {
         transport: "grpc" as const,
         header: incoming,
         clientAddress: client,
         requestId,
         startedAt,
+        ...(Number.isFinite(deadlineMs) ? { deadlineMs } : {}),
       };
       void invoke(binding, method, call.request, received, deps).then((outcome) => {
         if (outcome.ok) {
@@ -113,6 +117,7 @@ function implement(binding: ServiceBinding, deps: GrpcDeps): UntypedServiceImple
           [HTTP_STATUS_MARKER]: String(error.httpStatus),
           [HTTP_BODY_MARKER]: asciiJson(error.body),
         });
+        metadata.set(STATUS_DETAILS_KEY, statusDetails(error, requestId));
         const failure: Partial<ServiceError> = { code: error.grpcStatus, details: error.message, metadata };
         callback(failure);
       });

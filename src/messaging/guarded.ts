@@ -1,13 +1,19 @@
 import { parseE164 } from "../lookup/numbers.js";
+import { checkDeadline } from "../observability/calls.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { EmailProvider } from "./email-provider.js";
 import type { SmsProvider } from "./provider.js";
 
-/** `provider` counted in the sent and failed metrics, by destination country. */
-export function meteredSms(provider: SmsProvider, metrics: Pick<Metrics, "message">): SmsProvider {
+/**
+ * `provider` as calls use it: nothing goes out for a call whose caller stopped waiting (504
+ * deadline_exceeded, before the message leaves, so the V1 charge is given back), and each message
+ * is counted in the sent and failed metrics, by destination country.
+ */
+export function guardedSms(provider: SmsProvider, metrics: Pick<Metrics, "message">): SmsProvider {
   return {
     name: provider.name,
     async send(msg) {
+      checkDeadline();
       const country = parseE164(msg.to)?.countryCode ?? "";
       try {
         const sent = await provider.send(msg);
@@ -25,11 +31,12 @@ export function meteredSms(provider: SmsProvider, metrics: Pick<Metrics, "messag
   };
 }
 
-/** `provider` counted in the sent and failed metrics (emails have no country). */
-export function meteredEmail(provider: EmailProvider, metrics: Pick<Metrics, "message">): EmailProvider {
+/** `provider` as calls use it: the deadline guard and the metrics of `guardedSms` (no country). */
+export function guardedEmail(provider: EmailProvider, metrics: Pick<Metrics, "message">): EmailProvider {
   return {
     name: provider.name,
     async send(msg) {
+      checkDeadline();
       try {
         const sent = await provider.send(msg);
         metrics.message("email", provider.name, "", true);

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
-import type { ErrorCode } from "../errors.js";
+import { RingfenceError, type ErrorCode } from "../errors.js";
+import { addLogFields } from "../log.js";
 
 /** The transport a call came in on: gRPC, or REST through the built-in gateway. */
 export type Transport = "grpc" | "http";
@@ -28,12 +29,27 @@ export interface CallRecord {
   refusedBy?: string | undefined;
 }
 
-/** What a call's own code tells of it, beyond its answer, while it runs (see `noteRefusal`). */
+/**
+ * The running call, as code deep inside it may need it without being handed it: its request id
+ * and method for every log line written while it runs, and what it tells of itself beyond its
+ * answer (see `noteRefusal`).
+ */
 export interface CallNotes {
+  requestId: string;
+  /** `<service>/<Method>`. */
+  method: string;
+  /** When the caller stops waiting (epoch ms), if it said. */
+  deadlineMs?: number | undefined;
   refusedBy?: string;
 }
 
 const current = new AsyncLocalStorage<CallNotes>();
+
+// Every line logged while a call runs (its handler, stores, providers) names the call.
+addLogFields(() => {
+  const notes = current.getStore();
+  return notes === undefined ? undefined : { request_id: notes.requestId, method: notes.method };
+});
 
 /** Runs `fn` as one call: `noteRefusal` inside it, however deep, lands on `notes`. */
 export function withCallNotes<T>(notes: CallNotes, fn: () => Promise<T>): Promise<T> {
@@ -88,4 +104,15 @@ export function allOf(observers: readonly CallObserver[]): CallObserver {
       }
     }
   };
+}
+
+/**
+ * Throws 504 deadline_exceeded when the running call's caller has stopped waiting, so that what
+ * comes next (a message sent, a charge) is not done for nobody. Outside a call it does nothing.
+ */
+export function checkDeadline(): void {
+  const deadline = current.getStore()?.deadlineMs;
+  if (deadline !== undefined && Date.now() >= deadline) {
+    throw new RingfenceError("deadline_exceeded", "the call's deadline passed before it was answered");
+  }
 }

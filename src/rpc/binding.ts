@@ -5,6 +5,7 @@ import {
   callerIdentity,
   elapsedMs,
   REQUEST_ID_HEADER,
+  checkDeadline,
   withCallNotes,
   type CallNotes,
   type CallObserver,
@@ -27,6 +28,8 @@ export interface CallContext {
   readonly caller?: unknown;
   /** The call's request id (the caller's `x-request-id`, or one made for it), for logs. */
   readonly requestId: string;
+  /** When the caller stops waiting (epoch ms): its gRPC deadline or `grpc-timeout`; none if unset. */
+  readonly deadlineMs?: number | undefined;
 }
 
 /**
@@ -130,6 +133,8 @@ export interface Incoming {
   requestId: string;
   /** When the transport first saw the call (`process.hrtime.bigint()`), for its duration. */
   startedAt: bigint;
+  /** When the caller stops waiting (epoch ms), if it said. */
+  deadlineMs?: number | undefined;
 }
 
 export interface InvokeDeps {
@@ -151,7 +156,11 @@ export function invoke(
   call: Incoming,
   deps: InvokeDeps,
 ): Promise<Outcome> {
-  const notes: CallNotes = {};
+  const notes: CallNotes = {
+    requestId: call.requestId,
+    method: `${binding.serviceName}/${rpcName(binding, method)}`,
+    deadlineMs: call.deadlineMs,
+  };
   return withCallNotes(notes, () => run(binding, method, request, call, deps, notes));
 }
 
@@ -168,6 +177,7 @@ async function run(
     clientAddress: call.clientAddress,
     header: call.header,
     requestId: call.requestId,
+    deadlineMs: call.deadlineMs,
     setHeader: (name, value) => {
       headers[name.toLowerCase()] = value;
     },
@@ -177,6 +187,7 @@ async function run(
     const handler = binding.handlers[method];
     if (handler === undefined) throw new RingfenceError("method_not_allowed", `unknown method ${method}`);
     binding.guard();
+    checkDeadline();
     if (request instanceof UndecodableRequest) {
       throw new RingfenceError(
         "bad_request",
@@ -229,11 +240,16 @@ function observe(
   deps.observe?.({
     transport: call.transport,
     service: binding.serviceName,
-    method: binding.definition[method]?.path.split("/")[2] ?? method,
+    method: rpcName(binding, method),
     ...answer,
     durationMs: elapsedMs(call.startedAt),
     requestId: call.requestId,
     caller: callerIdentity(caller),
     refusedBy: notes.refusedBy,
   });
+}
+
+/** The RPC's name as the proto spells it (`LookupPhoneNumber`) for a handler's (`lookupPhoneNumber`). */
+function rpcName(binding: ServiceBinding, method: string): string {
+  return binding.definition[method]?.path.split("/")[2] ?? method;
 }
