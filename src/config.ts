@@ -230,15 +230,62 @@ export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
 
-/** Reads and validates the environment; throws a ConfigError with one line naming the variable. */
+/** Settings whose value is never shown, not even in the error that refuses it. */
+const SECRET_SETTINGS = new Set(["SECRETS_KEY"]);
+/** Settings that may hold a URL with a password: shown with the password masked. */
+const URL_SETTINGS = new Set(["REDIS_URL", "SMTP_URL", "SMPP_URL", "SMS_HTTP_URL", "EMAIL_HTTP_URL"]);
+
+/** A value as a start-up error may quote it: never a secret, never a URL's password, never long. */
+export function shownValue(name: string, value: string | undefined): string {
+  if (value === undefined) return "unset";
+  if (SECRET_SETTINGS.has(name)) return "a value (not shown: it is a secret)";
+  let shown = value;
+  if (URL_SETTINGS.has(name) && URL.canParse(value)) {
+    const u = new URL(value);
+    if (u.password !== "") {
+      u.password = "***";
+      shown = u.toString();
+    }
+  } else if (URL_SETTINGS.has(name)) {
+    shown = value.replace(/:[^/@:]*@/, ":***@");
+  }
+  return JSON.stringify(shown.length > 80 ? `${shown.slice(0, 79)}\u2026` : shown);
+}
+
+/**
+ * The rule a setting breaks, in words: for numbers and lists of choices it is read off the schema
+ * (`must be a whole number from 60 to 86400`), for the others it is the schema's own message.
+ */
+function ruleOf(name: string, fallback: string): string {
+  let s: unknown = (schema.shape as Record<string, unknown>)[name];
+  for (;;) {
+    if (s instanceof z.ZodDefault || s instanceof z.ZodOptional) s = s.unwrap();
+    else if (s instanceof z.ZodPipe) s = s.in;
+    else break;
+  }
+  if (s instanceof z.ZodNumber) {
+    const kind = s.isInt ? "a whole number" : "a number";
+    const { minValue: min, maxValue: max } = s;
+    if (min !== null && max !== null && Number.isFinite(min) && Number.isFinite(max))
+      return `must be ${kind} from ${min} to ${max}`;
+    if (min !== null && Number.isFinite(min)) return `must be ${kind} of at least ${min}`;
+    return `must be ${kind}`;
+  }
+  if (s instanceof z.ZodEnum) return `must be one of: ${(s.options as string[]).join(", ")}`;
+  return fallback;
+}
+
+/**
+ * Reads and validates the environment; throws a ConfigError with one line naming the variable
+ * and the rule it breaks, quoting the value only when it is not a secret.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = schema.safeParse(emptyAsUnset(env));
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? "environment");
-    throw new ConfigError(
-      `invalid ${name}: ${issue?.message ?? "bad value"} (got ${JSON.stringify(env[name])})`,
-    );
+    const rule = ruleOf(name, issue?.message ?? "is not valid");
+    throw new ConfigError(`invalid ${name}: ${rule} (got ${shownValue(name, env[name])})`);
   }
   const { SECRETS_KEY, WORKERS, ...rest } = parsed.data;
   const devDefaults = [

@@ -61,6 +61,58 @@ describe("configuration", () => {
     });
   }
 
+  const messageOf = (env: Record<string, string>) => {
+    try {
+      loadConfig(env);
+    } catch (err) {
+      return (err as Error).message;
+    }
+    throw new Error("no error");
+  };
+
+  it("names the rule in words: ranges of numbers, choices, and the schema's own rules", () => {
+    expect(messageOf({ GRPC_PORT: "http" })).to.equal(
+      'invalid GRPC_PORT: must be a whole number from 0 to 65535 (got "http")',
+    );
+    expect(messageOf({ ACCESS_TOKEN_TTL_SECONDS: "59" })).to.equal(
+      'invalid ACCESS_TOKEN_TTL_SECONDS: must be a whole number from 60 to 86400 (got "59")',
+    );
+    expect(messageOf({ OTP_LENGTH: "6.5" })).to.equal(
+      'invalid OTP_LENGTH: must be a whole number from 4 to 10 (got "6.5")',
+    );
+    expect(messageOf({ SMS_PROVIDER: "pigeon" })).to.equal(
+      'invalid SMS_PROVIDER: must be one of: log, http, smpp (got "pigeon")',
+    );
+    expect(messageOf({ SPAM_DISPOSABLE: "yes" })).to.equal(
+      'invalid SPAM_DISPOSABLE: must be one of: true, false (got "yes")',
+    );
+    expect(messageOf({ RATE_LIMIT_NUMBER: "5 per 600" })).to.equal(
+      'invalid RATE_LIMIT_NUMBER: must be count/seconds such as 5/600, or off (got "5 per 600")',
+    );
+    for (const name of ["GRPC_PORT", "HTTP_PORT", "ADMIN_PORT", "OTP_TTL_SECONDS", "WEBHOOK_CONCURRENCY"]) {
+      expect(messageOf({ [name]: "NaN" }), name).to.not.match(/expected|received|Invalid input/);
+    }
+  });
+
+  it("never shows a secret's value, nor a URL's password, in a start-up error", () => {
+    const key = Buffer.alloc(20, 7).toString("base64");
+    const secret = messageOf({ SECRETS_KEY: key });
+    expect(secret).to.equal(
+      "invalid SECRETS_KEY: must be 32 bytes in base64 (got a value (not shown: it is a secret))",
+    );
+    expect(secret).to.not.include(key);
+    const redis = messageOf({ REDIS_URL: "http://admin:hunter2@redis:6379" });
+    expect(redis).to.match(
+      /^invalid REDIS_URL: must be a URL \(redis: or rediss:\) \(got "http:\/\/admin:\*\*\*@redis:6379\/?"\)$/,
+    );
+    expect(redis).to.not.include("hunter2");
+    const smtp = messageOf({ SMTP_URL: "smtp//user:pa55word@mail" });
+    expect(smtp).to.not.include("pa55word");
+    expect(messageOf({ EMAIL_PROVIDER: "smtp", SMTP_URL: "http://u:topsecret@x" })).to.not.include(
+      "topsecret",
+    );
+  });
+
   it("refuses the development SECRETS_KEY and the log SMS provider in production", () => {
     const key = Buffer.alloc(32, 7).toString("base64");
     const http = {
