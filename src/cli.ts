@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { readFileSync } from "node:fs";
-import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { z } from "zod";
 import { ConfigError, loadConfig, type Config } from "./config.js";
 import { createLogger, type Logger } from "./log.js";
@@ -24,6 +24,14 @@ import { checkPasswordPolicy, hashPassword } from "./stepup/password.js";
 import type { Identifier } from "./session/identity.js";
 import { ImportError, IMPORT_COLUMNS, parseImport } from "./lookup/lookup-data.js";
 
+/** The version in the package's package.json, beside src/ and dist/ alike. */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+    version?: unknown;
+  };
+  return typeof pkg.version === "string" ? pkg.version : "unknown";
+}
+
 /** Bad input: one line on stderr, exit 2. */
 class UsageError extends Error {}
 
@@ -33,6 +41,7 @@ const program = new Command("ringfence")
     "after",
     "\nEvery setting comes from the environment; see README.md. Commands print JSON on stdout.",
   )
+  .version(packageVersion(), "-V, --version", "print the version of ringfence")
   .exitOverride()
   .configureOutput({ outputError: () => undefined });
 
@@ -118,8 +127,16 @@ accounts
     "create an account; prints {customer_uuid, api_key, webhook_secret} (the secrets are shown only once)",
   )
   .requiredOption("--name <name>", "account name")
-  .option("--balance <amount>", "starting balance", money, 0)
-  .option("--spending-limit <amount>", "monthly spending limit", money, 100_000_000)
+  .addOption(
+    new Option("--balance <amount>", "starting balance, in currency units such as 10.00")
+      .argParser(money)
+      .default(0, "0.00"),
+  )
+  .addOption(
+    new Option("--spending-limit <amount>", "monthly spending limit, in currency units such as 100.00")
+      .argParser(money)
+      .default(100_000_000, "100.00"),
+  )
   .option("--cnam", "enable caller-name (CNAM) lookups", false)
   .option(
     "--regions <codes>",

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { expect } from "chai";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -132,6 +133,21 @@ describe("ringfence CLI", function () {
     for (const word of ["serve", "accounts", "lookup-data"]) expect(r.stdout).to.include(word);
     const sub = await runCli(["accounts", "create", "--help"], env);
     expect(sub.stdout).to.include("--spending-limit");
+    // Amounts in the unit users type, defaults included: never micro-units.
+    expect(sub.stdout.replace(/\s+/g, " ")).to.include("(default: 100.00)");
+    expect(sub.stdout.replace(/\s+/g, " ")).to.include("(default: 0.00)");
+    expect(sub.stdout).to.not.include("100000000");
+  });
+
+  it("prints its version with --version and -V", async () => {
+    const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+      version: string;
+    };
+    for (const flag of ["--version", "-V"]) {
+      const r = await runCli([flag], env);
+      expect(r.code, flag).to.equal(0);
+      expect(r.stdout, flag).to.equal(`${version}\n`);
+    }
   });
 
   it("sets sender IDs at creation and message variants per language", async () => {
