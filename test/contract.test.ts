@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { loadContract } from "../src/rpc/contract.js";
@@ -51,6 +51,61 @@ describe("proto contract", () => {
 
   it("passes buf lint", () => {
     expect(execFileSync(BUF, ["lint"], { encoding: "utf8" })).to.equal("");
+  });
+
+  describe("buf breaking against the last release (releases/v0.1.0.binpb)", () => {
+    const RELEASE = join(process.cwd(), "releases", "v0.1.0.binpb");
+    const breaking = (cwd: string) => {
+      try {
+        execFileSync(join(process.cwd(), BUF), ["breaking", "--against", RELEASE, "--error-format", "json"], { cwd, encoding: "utf8" });
+        return { code: 0, out: "" };
+      } catch (err) {
+        const e = err as { status: number; stdout: string };
+        return { code: e.status, out: e.stdout };
+      }
+    };
+    /** A copy of the module (buf.yaml and proto/) with `edit` made to one file. */
+    const changed = (file: string, edit: (text: string) => string) => {
+      const dir = mkdtempSync(join(tmpdir(), "ringfence-breaking-"));
+      cpSync("proto", join(dir, "proto"), { recursive: true });
+      cpSync("buf.yaml", join(dir, "buf.yaml"));
+      const path = join(dir, "proto", file);
+      const before = readFileSync(path, "utf8");
+      const after = edit(before);
+      expect(after, "the edit changed nothing").to.not.equal(before);
+      writeFileSync(path, after);
+      return dir;
+    };
+
+    it("passes for the protos as they are", () => {
+      expect(breaking(process.cwd())).to.deep.equal({ code: 0, out: "" });
+    });
+
+    it("fails when a released field is deleted, naming the rule", () => {
+      const dir = changed("ringfence/lookup/v1/lookup_service.proto", (t) =>
+        t.replace(/^\s*optional string caller_name = \d+;$/m, ""),
+      );
+      try {
+        const r = breaking(dir);
+        expect(r.code).to.not.equal(0);
+        expect(r.out).to.match(/"type":"FIELD_NO_DELETE"/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it("fails when a released RPC is renamed, naming the rule", () => {
+      const dir = changed("ringfence/lookup/v1/lookup_service.proto", (t) =>
+        t.replace("rpc LookupPhoneNumber(", "rpc LookupNumber("),
+      );
+      try {
+        const r = breaking(dir);
+        expect(r.code).to.not.equal(0);
+        expect(r.out).to.match(/"type":"RPC_NO_DELETE"/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
   });
 
   it("annotates the V1 lookup with its REST path", () => {
