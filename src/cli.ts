@@ -5,8 +5,8 @@ import { z } from "zod";
 import { ConfigError, loadConfig, type Config } from "./config.js";
 import { createLogger, type Logger } from "./log.js";
 import { isRedisUnavailable } from "./errors.js";
-import { openRegistry, startApp, type Registry, type RunningApp } from "./app.js";
-import { hasSingletonDuties, reportStarted, runPrimary, shareMetrics, workerSlot } from "./workers.js";
+// The app (every domain, its data files, gRPC, the queue) loads only for the commands that use it.
+import type { Registry, RunningApp } from "./app.js";
 import {
   formatMoney,
   MONEY,
@@ -16,13 +16,55 @@ import {
   UUID,
   type StoredAccount,
 } from "./accounts/account.js";
-import { isBcp47, validateTemplateText } from "./messaging/templates.js";
 import { NewAppInput } from "./apps/app.js";
-import { isEmailAddress } from "./messaging/email.js";
-import { parseE164 } from "./lookup/numbers.js";
-import { checkPasswordPolicy, hashPassword } from "./stepup/password.js";
 import type { Identifier } from "./session/identity.js";
-import { ImportError, IMPORT_COLUMNS, parseImport } from "./lookup/lookup-data.js";
+import { IMPORT_COLUMNS } from "./lookup/import-format.js";
+import type { ImportMessage } from "./lookup/import-worker.js";
+import { Worker } from "node:worker_threads";
+
+/** Young generation of the import's worker (V8's default grows to 48 MB under a fast allocator). */
+const IMPORT_YOUNG_GENERATION_MB = 4;
+
+/**
+ * Runs `lookup-data import` in a worker thread with a small young generation, so a file of any
+ * size is imported in bounded memory; its progress goes to stderr (stdout keeps the JSON answer).
+ */
+async function importInWorker(file: string): Promise<{ imported: number }> {
+  const options = {
+    workerData: { file },
+    resourceLimits: { maxYoungGenerationSizeMb: IMPORT_YOUNG_GENERATION_MB },
+  };
+  // From the sources (tests, tsx), the worker registers tsx itself: loader hooks stay in their thread.
+  const fromSources = import.meta.url.endsWith(".ts");
+  const entry = new URL(`./lookup/import-worker.${fromSources ? "ts" : "js"}`, import.meta.url);
+  const worker = fromSources
+    ? new Worker(
+        `import(${JSON.stringify(import.meta.resolve("tsx/esm/api"))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`,
+        { ...options, eval: true },
+      )
+    : new Worker(entry, options);
+  const startedMs = Date.now();
+  return new Promise((resolve, reject) => {
+    worker.on("message", (m: ImportMessage) => {
+      if (m.type === "progress") {
+        const seconds = ((Date.now() - startedMs) / 1000).toFixed(1);
+        const peakMb = Math.round(process.resourceUsage().maxRSS / 1024);
+        const count = m.of === undefined ? `${m.rows} rows` : `${m.rows} of ${m.of} rows`;
+        process.stderr.write(
+          `ringfence: lookup-data import: ${m.pass} ${count} (${seconds} s, peak ${peakMb} MB)\n`,
+        );
+      } else if (m.type === "done") {
+        resolve({ imported: m.imported });
+      } else {
+        reject(m.usage ? new UsageError(m.message) : new Error(m.message));
+      }
+    });
+    worker.on("error", reject);
+    worker.on("exit", (code) => {
+      reject(new Error(`the import stopped (exit ${code})`));
+    });
+  });
+}
 
 /** The version in the package's package.json, beside src/ and dist/ alike. */
 function packageVersion(): string {
@@ -52,6 +94,7 @@ program
   )
   .action(async () => {
     const config = loadConfig();
+    const { runPrimary, workerSlot } = await import("./workers.js");
     const slot = workerSlot();
     if (slot === undefined && config.WORKERS > 1) {
       const code = await runPrimary(config, createLogger(config.LOG_LEVEL, undefined, { pid: process.pid }));
@@ -62,6 +105,7 @@ program
       return;
     }
     const log = createLogger(config.LOG_LEVEL);
+    const { startApp } = await import("./app.js");
     const app = await startApp(config, log);
     // A stray rejection (say a background read while Redis is away) must not take the server down.
     process.on("unhandledRejection", (err) => {
@@ -99,6 +143,10 @@ async function serveWorker(config: Config, slot: number): Promise<void> {
       error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
     });
   });
+  const [{ startApp }, { hasSingletonDuties, reportStarted, shareMetrics }] = await Promise.all([
+    import("./app.js"),
+    import("./workers.js"),
+  ]);
   const starting = startApp(config, log, { singletonDuties: hasSingletonDuties(slot), admin: false });
   let signalled = false;
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
@@ -208,6 +256,7 @@ accounts
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(templateId)) {
       throw new UsageError(`template_id "${templateId}" must hold 1 to 64 letters, digits, '_' or '-'`);
     }
+    const { isBcp47, validateTemplateText } = await import("./messaging/templates.js");
     if (!isBcp47(language))
       throw new UsageError(`language "${language}" is not a language tag such as fr or pt-BR`);
     const problem = validateTemplateText(text);
@@ -276,6 +325,11 @@ program
       .option("--phone <number>", "phone number, E.164")
       .option("--password <password>", "initial password (8 to 128 characters), stored as argon2id")
       .action(async (opts: { app: string; email?: string; phone?: string; password?: string }) => {
+        const [{ isEmailAddress }, { parseE164 }, { checkPasswordPolicy, hashPassword }] = await Promise.all([
+          import("./messaging/email.js"),
+          import("./lookup/numbers.js"),
+          import("./stepup/password.js"),
+        ]);
         const identifiers: Identifier[] = [];
         if (opts.email !== undefined) {
           if (!isEmailAddress(opts.email)) throw new UsageError(`"${opts.email}" is not an email address`);
@@ -322,20 +376,11 @@ program
     new Command("import")
       .argument("<file>", `CSV file with a header row of: ${IMPORT_COLUMNS.join(", ")}`)
       .description(
-        "import ported numbers, caller names, disposable-number and line-type overrides; an empty cell changes nothing, and one bad row rejects the file",
+        "import ported numbers, caller names, disposable-number and line-type overrides; an empty cell changes nothing, and one bad row rejects the file; prints {imported: rows}, progress on stderr",
       )
       .action(async (file: string) => {
-        let text: string;
-        try {
-          text = readFileSync(file, "utf8");
-        } catch (err) {
-          throw new UsageError(`cannot read ${file}: ${err instanceof Error ? err.message : String(err)}`);
-        }
-        const records = parseImport(text);
-        await withRegistry(async (r) => {
-          await r.lookupData.put(records);
-          print({ imported: records.size });
-        });
+        const { imported } = await importInWorker(file);
+        print({ imported });
       }),
   );
 
@@ -391,6 +436,7 @@ function showAccount(a: StoredAccount) {
 
 async function withRegistry(fn: (r: Registry) => Promise<void>): Promise<void> {
   const config = loadConfig();
+  const { openRegistry } = await import("./app.js");
   const registry = await openRegistry(config, createLogger("warn"));
   try {
     await fn(registry);
@@ -420,7 +466,7 @@ try {
     process.stderr.write(`ringfence: ${err.message.replace(/^error: /, "")}\n`);
     process.exit(2);
   }
-  const usage = err instanceof UsageError || err instanceof ConfigError || err instanceof ImportError;
+  const usage = err instanceof UsageError || err instanceof ConfigError;
   process.stderr.write(`ringfence: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(usage ? 2 : 1);
 }

@@ -1,8 +1,12 @@
-import { parse } from "csv-parse/sync";
+import type { Readable } from "node:stream";
+import { parse as parseStream } from "csv-parse";
 import { z } from "zod";
 import { scanKeys, type Keys, type RedisClient } from "../redis/client.js";
 import { ALL_ENTRIES, announceChange, WatchedCache } from "../redis/watched-cache.js";
 import { isLineType, parseE164, type LineType } from "./numbers.js";
+import { ImportError, IMPORT_COLUMNS } from "./import-format.js";
+
+export { ImportError, IMPORT_COLUMNS };
 
 /**
  * What an operator knows of one number beyond public data: porting, caller name (CNAM), and
@@ -132,40 +136,73 @@ export class RedisLookupData implements LookupDataSource {
    * Writes validated records; each number's fields are merged into what it had. One key per
    * number spreads over Cluster slots, so writes go out in bounded concurrent batches.
    */
-  async put(records: ReadonlyMap<string, NumberRecord>): Promise<void> {
+  async put(records: Iterable<readonly [string, NumberRecord]>): Promise<void> {
     const writes: [string, Record<string, string>][] = [];
     for (const [e164, r] of records) {
-      const fields: Record<string, string> = {};
-      if (r.numberPorted !== undefined) fields.number_ported = r.numberPorted ? "1" : "0";
-      if (r.callerName !== undefined) fields.caller_name = r.callerName;
-      if (r.temporaryPhoneNumber !== undefined)
-        fields.temporary_phone_number = r.temporaryPhoneNumber ? "1" : "0";
-      if (r.lineType !== undefined) fields.line_type = r.lineType;
+      const fields = storedFields(r);
       if (Object.keys(fields).length > 0) writes.push([this.key(e164), fields]);
     }
     // The prefixes first: a send that reads a record not written yet finds what was there before.
-    const prefixes = new Set(
-      [...records].filter(([, r]) => overridesSpam(r)).map(([e164]) => overridePrefix(e164)),
-    );
+    const prefixes = new Set<string>();
+    for (const [e164, r] of records) if (overridesSpam(r)) prefixes.add(overridePrefix(e164));
     if (prefixes.size > 0) await this.redis.sadd(this.prefixesKey, ...prefixes);
     for (let i = 0; i < writes.length; i += 500) {
       await Promise.all(writes.slice(i, i + 500).map(([key, fields]) => this.redis.hset(key, fields)));
     }
     if (prefixes.size > 0) await this.announce();
   }
+
+  /**
+   * Writes a stream of checked rows in order, a batch at a time (later rows of a number merge into
+   * what earlier ones wrote), each batch's override prefixes before its records; announces once
+   * at the end when any record overrides what the spam rules read. Returns the rows written.
+   */
+  async putAll(rows: AsyncIterable<ImportRow>, progress?: (written: number) => void): Promise<number> {
+    let batch: [string, NumberRecord][] = [];
+    let written = 0;
+    let overrides = false;
+    /** Writes the batch; true when it held an override of what the spam rules read. */
+    const flush = async (): Promise<boolean> => {
+      const prefixes = new Set<string>();
+      for (const [e164, r] of batch) if (overridesSpam(r)) prefixes.add(overridePrefix(e164));
+      if (prefixes.size > 0) await this.redis.sadd(this.prefixesKey, ...prefixes);
+      await Promise.all(
+        batch.flatMap(([e164, r]) => {
+          const fields = storedFields(r);
+          return Object.keys(fields).length === 0 ? [] : [this.redis.hset(this.key(e164), fields)];
+        }),
+      );
+      written += batch.length;
+      batch = [];
+      progress?.(written);
+      return prefixes.size > 0;
+    };
+    for await (const row of rows) {
+      batch.push([row.e164, row.record]);
+      if (batch.length >= IMPORT_BATCH) overrides = (await flush()) || overrides;
+    }
+    if (batch.length > 0) overrides = (await flush()) || overrides;
+    if (overrides) await this.announce();
+    return written;
+  }
+}
+
+/** Rows written at once by an import: one auto-pipelined burst of HSETs. */
+const IMPORT_BATCH = 1_000;
+
+function storedFields(r: NumberRecord): Record<string, string> {
+  const fields: Record<string, string> = {};
+  if (r.numberPorted !== undefined) fields.number_ported = r.numberPorted ? "1" : "0";
+  if (r.callerName !== undefined) fields.caller_name = r.callerName;
+  if (r.temporaryPhoneNumber !== undefined)
+    fields.temporary_phone_number = r.temporaryPhoneNumber ? "1" : "0";
+  if (r.lineType !== undefined) fields.line_type = r.lineType;
+  return fields;
 }
 
 const flag = z
   .enum(["", "true", "false", "1", "0", "yes", "no"], { error: "must be true or false (or empty)" })
   .transform((v) => (v === "" ? undefined : ["true", "1", "yes"].includes(v)));
-
-export const IMPORT_COLUMNS = [
-  "phone_number",
-  "number_ported",
-  "caller_name",
-  "temporary_phone_number",
-  "line_type",
-] as const;
 
 const Row = z.object({
   phone_number: z.string(),
@@ -181,54 +218,67 @@ const Row = z.object({
     .optional(),
 });
 
-export class ImportError extends Error {
-  override readonly name = "ImportError";
+/** One row of an import file, checked: its line in the file, its number and what it says of it. */
+export interface ImportRow {
+  line: number;
+  e164: string;
+  record: NumberRecord;
 }
 
 /**
- * Reads a CSV import file (header row naming any of IMPORT_COLUMNS; phone_number required; an
- * empty cell leaves that fact unchanged). Every row is checked before anything is written: one
- * bad row rejects the whole file with its line number.
+ * Reads a CSV import file as a stream (header row naming any of IMPORT_COLUMNS; phone_number
+ * required; an empty cell leaves that fact unchanged), checking each row as it comes: the first
+ * bad row throws an ImportError naming its line. Memory stays bounded whatever the file's size,
+ * so callers that must refuse a whole file for one bad row read it twice (check, then write).
  */
-export function parseImport(csv: string): Map<string, NumberRecord> {
-  let rows: Record<string, string>[];
+export async function* readImport(input: Readable): AsyncGenerator<ImportRow> {
+  const parser = input.pipe(
+    parseStream({ columns: true, skip_empty_lines: true, trim: true, bom: true, info: true }),
+  );
+  let first = true;
   try {
-    rows = parse<Record<string, string>>(csv, {
-      columns: true,
-      skip_empty_lines: true,
-      trim: true,
-      bom: true,
-    });
-  } catch (err) {
-    throw new ImportError(`not a CSV file: ${err instanceof Error ? err.message : String(err)}`);
-  }
-  const first = rows[0];
-  if (first === undefined) throw new ImportError("the file has no rows");
-  const unknown = Object.keys(first).filter((c) => !(IMPORT_COLUMNS as readonly string[]).includes(c));
-  if (unknown.length > 0)
-    throw new ImportError(`unknown column ${unknown.join(", ")}; allowed: ${IMPORT_COLUMNS.join(", ")}`);
-  if (!("phone_number" in first)) throw new ImportError("the phone_number column is required");
-
-  const records = new Map<string, NumberRecord>();
-  rows.forEach((raw, i) => {
-    const line = i + 2;
-    const row = Row.safeParse(raw);
-    if (!row.success) {
-      const issue = row.error.issues[0];
-      throw new ImportError(
-        `line ${line}: ${issue?.path.join(".") ?? "row"} ${issue?.message ?? "is invalid"}`,
-      );
+    for await (const chunk of parser as AsyncIterable<{
+      record: Record<string, string>;
+      info: { lines: number };
+    }>) {
+      const raw = chunk.record;
+      if (first) {
+        first = false;
+        const unknown = Object.keys(raw).filter((c) => !(IMPORT_COLUMNS as readonly string[]).includes(c));
+        if (unknown.length > 0)
+          throw new ImportError(
+            `unknown column ${unknown.join(", ")}; allowed: ${IMPORT_COLUMNS.join(", ")}`,
+          );
+        if (!("phone_number" in raw)) throw new ImportError("the phone_number column is required");
+      }
+      yield checkRow(raw, chunk.info.lines);
     }
-    const parsed = parseE164(row.data.phone_number);
-    if (parsed === undefined) throw new ImportError(`line ${line}: phone_number is not a valid E.164 number`);
-    const r: NumberRecord = { ...records.get(parsed.e164) };
-    if (row.data.number_ported !== undefined) r.numberPorted = row.data.number_ported;
-    if (row.data.caller_name !== undefined && row.data.caller_name !== "")
-      r.callerName = row.data.caller_name;
-    if (row.data.temporary_phone_number !== undefined)
-      r.temporaryPhoneNumber = row.data.temporary_phone_number;
-    if (row.data.line_type !== undefined && isLineType(row.data.line_type)) r.lineType = row.data.line_type;
-    records.set(parsed.e164, r);
-  });
-  return records;
+  } catch (err) {
+    if (err instanceof ImportError) throw err;
+    throw new ImportError(`not a CSV file: ${err instanceof Error ? err.message : String(err)}`);
+  } finally {
+    input.destroy();
+  }
+  if (first) throw new ImportError("the file has no rows");
+}
+
+function checkRow(raw: Record<string, string>, line: number): ImportRow {
+  const row = Row.safeParse(raw);
+  if (!row.success) {
+    const issue = row.error.issues[0];
+    throw new ImportError(
+      `line ${line}: ${issue?.path.join(".") ?? "row"} ${issue?.message ?? "is invalid"}`,
+    );
+  }
+  const parsed = parseE164(row.data.phone_number);
+  if (parsed === undefined) throw new ImportError(`line ${line}: phone_number is not a valid E.164 number`);
+  const record: NumberRecord = {};
+  if (row.data.number_ported !== undefined) record.numberPorted = row.data.number_ported;
+  if (row.data.caller_name !== undefined && row.data.caller_name !== "")
+    record.callerName = row.data.caller_name;
+  if (row.data.temporary_phone_number !== undefined)
+    record.temporaryPhoneNumber = row.data.temporary_phone_number;
+  if (row.data.line_type !== undefined && isLineType(row.data.line_type))
+    record.lineType = row.data.line_type;
+  return { line, e164: parsed.e164, record };
 }

