@@ -57,7 +57,10 @@ describe("proto contract", () => {
     const RELEASE = join(process.cwd(), "releases", "v0.1.0.binpb");
     const breaking = (cwd: string) => {
       try {
-        execFileSync(join(process.cwd(), BUF), ["breaking", "--against", RELEASE, "--error-format", "json"], { cwd, encoding: "utf8" });
+        execFileSync(join(process.cwd(), BUF), ["breaking", "--against", RELEASE, "--error-format", "json"], {
+          cwd,
+          encoding: "utf8",
+        });
         return { code: 0, out: "" };
       } catch (err) {
         const e = err as { status: number; stdout: string };
