@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { buildDocument } from "../openapi/document.js";
 import type { MethodDefinition } from "@grpc/grpc-js";
 import {
   fromBinary,
@@ -46,6 +47,8 @@ interface Route {
 }
 
 const HTTP_BODY_TYPE = "google.api.HttpBody";
+/** Where the built-in gateway serves the OpenAPI document (openapi/ringfence.yaml, as JSON). */
+export const OPENAPI_PATH = "/openapi.json";
 
 /**
  * The built-in REST gateway: every route comes from the `google.api.http` annotations of the
@@ -55,7 +58,18 @@ const HTTP_BODY_TYPE = "google.api.HttpBody";
 export function createGateway(bindings: readonly ServiceBinding[], deps: GatewayDeps): Server {
   const routes = buildRoutes(bindings, deps.contract);
   const exact = exactRoutes(routes);
+  // The REST surface's OpenAPI document, built once from the same contract, on first request.
+  let document: string | undefined;
   const server = createServer((req, res) => {
+    if (
+      req.method === "GET" &&
+      (req.url === OPENAPI_PATH || req.url?.startsWith(`${OPENAPI_PATH}?`) === true)
+    ) {
+      document ??= JSON.stringify(buildDocument(deps.contract));
+      res.setHeader(REQUEST_ID_HEADER, requestIdOf(firstHeader(req, REQUEST_ID_HEADER)));
+      send(res, 200, document, "application/json", { "cache-control": "public, max-age=300" });
+      return;
+    }
     void handle(routes, exact, deps, req, res).catch((err: unknown) => {
       deps.log.error("gateway failure", { error: err instanceof Error ? err.message : String(err) });
       if (!res.headersSent) sendError(res, "session", deps.docsUrl, err, {});

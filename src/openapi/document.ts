@@ -1,0 +1,381 @@
+import { readFileSync } from "node:fs";
+import {
+  ScalarType,
+  type DescEnum,
+  type DescField,
+  type DescFile,
+  type DescMessage,
+} from "@bufbuild/protobuf";
+import type { Contract, HttpBinding, RpcMethod } from "../rpc/contract.js";
+import { ERRORS, OAUTH_ERROR_CODES, V1_ERROR_CODES, V1_OTHER_CODES } from "../errors.js";
+
+/**
+ * The REST surface as an OpenAPI 3.1 document, built from the same descriptor and
+ * `google.api.http` annotations the gateways route by, with the protos' comments as its text.
+ * `npm run generate` writes it to openapi/ringfence.yaml; the built-in gateway serves it at
+ * `GET /openapi.json`. What the descriptor does not say (who may call, success statuses other
+ * than 200, the error body families) is declared below, beside the bindings in src/app.ts.
+ */
+
+type Schema = Record<string, unknown>;
+type Json = Record<string, unknown>;
+
+/** V1 services: deprecated, `{code, message, doc_url}` errors, API key authentication. */
+const V1_SERVICES = new Set(["ringfence.lookup.v1.LookupService", "ringfence.verify.v1.VerifyService"]);
+
+/** Who may call each method that has a caller (src/app.ts, `authenticators`); the rest are public. */
+const SECURITY: Record<string, string[]> = {
+  "ringfence.verify.v1.VerifyService": ["apiKey"],
+  "ringfence.lookup.v1.LookupService": ["apiKey"],
+  "ringfence.session.v1.SessionService/Logout": ["sessionToken"],
+  "ringfence.session.v1.SessionService/GetMe": ["sessionToken"],
+  "ringfence.session.v1.SessionService/CreateAppWebhook": ["managementKey"],
+  "ringfence.stepup.v1.StepUpService/CreateStepUpConfig": ["managementKey"],
+  "ringfence.stepup.v1.StepUpService/RequestStepUp": ["sessionToken"],
+  "ringfence.stepup.v1.StepUpService/ResetPassword": ["sessionToken"],
+  "ringfence.oauth.v1.OAuthService/CreateClient": ["managementKey"],
+  "ringfence.oauth.v1.OAuthService/DeleteClient": ["managementKey"],
+  "ringfence.oauth.v1.OAuthService/AddAppScope": ["managementKey"],
+  "ringfence.oauth.v1.OAuthService/CreateToken": ["clientBasic"],
+};
+
+/** Success statuses other than 200 (src/app.ts, `successStatuses`). */
+const SUCCESS: Record<string, number> = {
+  "ringfence.session.v1.SessionService/Logout": 204,
+  "ringfence.session.v1.SessionService/CreateAppWebhook": 201,
+  "ringfence.stepup.v1.StepUpService/CreateStepUpConfig": 201,
+  "ringfence.stepup.v1.StepUpService/ResetPassword": 204,
+  "ringfence.oauth.v1.OAuthService/CreateClient": 201,
+  "ringfence.oauth.v1.OAuthService/DeleteClient": 204,
+};
+
+/** The token endpoint's form (RFC 6749 section 4.4), which the proto carries as an HttpBody. */
+const TOKEN_FORM: Schema = {
+  type: "object",
+  required: ["grant_type"],
+  properties: {
+    grant_type: { type: "string", enum: ["client_credentials"] },
+    scope: { type: "string", description: "Space-separated scopes registered for the client" },
+    client_id: { type: "string", description: "With client_secret, instead of HTTP Basic" },
+    client_secret: { type: "string" },
+  },
+};
+
+/** An OpenAPI path for an http rule's pattern: `{x=**}` becomes `{x}`. */
+function openapiPath(pattern: string): string {
+  return pattern.replace(/\{([a-z_][a-z0-9_.]*)(=[^}]*)?\}/g, "{$1}");
+}
+
+/** Leading comments of the file's elements by source path (`4,0,2,1`: message 0, field 1). */
+function commentsOf(file: DescFile): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const loc of file.proto.sourceCodeInfo?.location ?? []) {
+    const text = loc.leadingComments.trim();
+    if (text !== "") out.set(loc.path.join(","), text.replace(/\n ?/g, "\n").replace(/\n{2,}/g, "\n\n"));
+  }
+  return out;
+}
+
+function messagePath(m: DescMessage): number[] {
+  if (m.parent === undefined) return [4, m.file.messages.indexOf(m)];
+  return [...messagePath(m.parent), 3, m.parent.nestedMessages.indexOf(m)];
+}
+
+export interface DocumentOptions {
+  /** The version in info.version (package.json's). */
+  version?: string;
+}
+
+export function buildDocument(contract: Contract, options: DocumentOptions = {}): Json {
+  const comments = new Map<DescFile, Map<string, string>>();
+  const commentOf = (file: DescFile, path: number[]) => {
+    let c = comments.get(file);
+    if (c === undefined) comments.set(file, (c = commentsOf(file)));
+    return c.get(path.join(","));
+  };
+  const schemas: Record<string, Schema> = {};
+
+  const enumSchema = (e: DescEnum): Schema => ({ type: "string", enum: e.values.map((v) => v.name) });
+
+  const scalarSchema = (t: ScalarType): Schema => {
+    switch (t) {
+      case ScalarType.BOOL:
+        return { type: "boolean" };
+      case ScalarType.STRING:
+        return { type: "string" };
+      case ScalarType.BYTES:
+        return { type: "string", contentEncoding: "base64" };
+      case ScalarType.DOUBLE:
+      case ScalarType.FLOAT:
+        return { type: "number" };
+      case ScalarType.INT64:
+      case ScalarType.UINT64:
+      case ScalarType.SINT64:
+      case ScalarType.FIXED64:
+      case ScalarType.SFIXED64:
+        // The proto3 JSON mapping writes 64-bit integers as strings.
+        return { type: "string", format: "int64" };
+      default:
+        return { type: "integer", format: "int32" };
+    }
+  };
+
+  /**
+   * A message by reference. `printed`: it is part of an answer, where fields without presence are
+   * always printed (so required); request messages leave every field optional.
+   */
+  const messageRef = (m: DescMessage, printed: boolean): Schema => {
+    switch (m.typeName) {
+      case "google.protobuf.Struct":
+        return { type: "object", additionalProperties: true };
+      case "google.protobuf.Value":
+        return {};
+      case "google.protobuf.ListValue":
+        return { type: "array", items: {} };
+      case "google.protobuf.Timestamp":
+        return { type: "string", format: "date-time" };
+      case "google.protobuf.Duration":
+        return { type: "string", pattern: "^-?\\d+(\\.\\d+)?s$" };
+      default:
+        if (schemas[m.typeName] === undefined) {
+          schemas[m.typeName] = {};
+          schemas[m.typeName] = objectSchema(m, new Set(), printed);
+        }
+        return { $ref: `#/components/schemas/${m.typeName}` };
+    }
+  };
+
+  const fieldSchema = (f: DescField, printed: boolean): Schema => {
+    const described = (s: Schema): Schema => {
+      const path = [...messagePath(f.parent), 2, f.parent.fields.indexOf(f)];
+      const text = commentOf(f.parent.file, path);
+      return text === undefined
+        ? s
+        : s.$ref !== undefined
+          ? { allOf: [s], description: text }
+          : { ...s, description: text };
+    };
+    switch (f.fieldKind) {
+      case "scalar":
+        return described(scalarSchema(f.scalar));
+      case "enum":
+        return described(enumSchema(f.enum));
+      case "message":
+        return described(messageRef(f.message, printed));
+      case "list":
+        return described({
+          type: "array",
+          items:
+            f.listKind === "scalar"
+              ? scalarSchema(f.scalar)
+              : f.listKind === "enum"
+                ? enumSchema(f.enum)
+                : messageRef(f.message, printed),
+        });
+      case "map":
+        return described({
+          type: "object",
+          additionalProperties:
+            f.mapKind === "scalar"
+              ? scalarSchema(f.scalar)
+              : f.mapKind === "enum"
+                ? enumSchema(f.enum)
+                : messageRef(f.message, printed),
+        });
+    }
+  };
+
+  /** A message as a JSON object, without the fields in `omit` (bound to the path). */
+  const objectSchema = (m: DescMessage, omit: ReadonlySet<string>, printed: boolean): Schema => {
+    const properties: Record<string, Schema> = {};
+    const required: string[] = [];
+    // Field names as the proto spells them: both gateways print (and read) proto names.
+    for (const f of m.fields) {
+      if (omit.has(f.name)) continue;
+      properties[f.name] = fieldSchema(f, printed);
+      if (printed && f.fieldKind !== "message" && !f.proto.proto3Optional) required.push(f.name);
+    }
+    const text = commentOf(m.file, messagePath(m));
+    return {
+      type: "object",
+      ...(text === undefined ? {} : { description: text }),
+      ...(required.length > 0 ? { required } : {}),
+      properties,
+    };
+  };
+
+  const paths: Record<string, Record<string, Json>> = {};
+  const methods = [...contract.methods.values()].sort((a, b) => a.path.localeCompare(b.path));
+  for (const rpc of methods) {
+    rpc.http.forEach((binding, i) => {
+      const openapi = openapiPath(binding.pattern);
+      const operation = operationOf(rpc, binding, i);
+      (paths[openapi] ??= {})[binding.verb.toLowerCase()] = operation;
+    });
+  }
+
+  function operationOf(rpc: RpcMethod, binding: HttpBinding, index: number): Json {
+    const [, service = "", method = ""] = rpc.path.split("/");
+    const short = service.split(".").at(-1) ?? service;
+    const serviceDesc = contract.registry.getService(service);
+    const methodDesc = serviceDesc?.methods.find((m) => m.name === method);
+    const text =
+      serviceDesc === undefined || methodDesc === undefined
+        ? undefined
+        : commentOf(serviceDesc.file, [
+            6,
+            serviceDesc.file.services.indexOf(serviceDesc),
+            2,
+            serviceDesc.methods.indexOf(methodDesc),
+          ]);
+    const pathNames = [...binding.pattern.matchAll(/\{([a-z_][a-z0-9_.]*)/g)].map((m) => m[1] ?? "");
+    const bound = new Set(pathNames);
+    const parameters: Json[] = pathNames.map((name) => {
+      const field = rpc.input.fields.find((f) => f.name === name);
+      return {
+        name,
+        in: "path",
+        required: true,
+        schema: field === undefined ? { type: "string" } : fieldSchema(field, false),
+      };
+    });
+    if (V1_SERVICES.has(service) && short === "LookupService") {
+      parameters.push({
+        name: "customer-uuid",
+        in: "header",
+        required: true,
+        schema: { type: "string", format: "uuid" },
+        description: "The account's customer_uuid",
+      });
+    }
+    let requestBody: Json | undefined;
+    if (binding.body === "") {
+      for (const f of rpc.input.fields) {
+        if (bound.has(f.name) || f.fieldKind === "message" || f.fieldKind === "map") continue;
+        parameters.push({ name: f.name, in: "query", required: false, schema: fieldSchema(f, false) });
+      }
+    } else if (binding.body === "*") {
+      requestBody = {
+        required: true,
+        content: { "application/json": { schema: objectSchema(rpc.input, bound, false) } },
+      };
+    } else {
+      const field = rpc.input.fields.find((f) => f.name === binding.body);
+      const httpBody = field?.fieldKind === "message" && field.message.typeName === "google.api.HttpBody";
+      requestBody = httpBody
+        ? { required: true, content: { "application/x-www-form-urlencoded": { schema: TOKEN_FORM } } }
+        : {
+            required: true,
+            content: { "application/json": { schema: field === undefined ? {} : fieldSchema(field, false) } },
+          };
+    }
+    const status = SUCCESS[`${service}/${method}`] ?? 200;
+    const success: Json =
+      status === 204
+        ? { description: "No content" }
+        : {
+            description: "Success",
+            content: { "application/json": { schema: messageRef(rpc.output, true) } },
+          };
+    const family = V1_SERVICES.has(service)
+      ? "V1Error"
+      : method === "CreateToken"
+        ? "OAuthError"
+        : "SessionError";
+    const security = SECURITY[`${service}/${method}`] ?? SECURITY[service];
+    return {
+      operationId: index === 0 ? `${short}_${method}` : `${short}_${method}_${index + 1}`,
+      tags: [short],
+      ...(text === undefined ? {} : { summary: firstSentence(text), description: text }),
+      ...(V1_SERVICES.has(service) ? { deprecated: true } : {}),
+      ...(parameters.length > 0 ? { parameters } : {}),
+      ...(requestBody === undefined ? {} : { requestBody }),
+      responses: {
+        [String(status)]: success,
+        default: {
+          description: "An error; the body family of the API (see components/schemas)",
+          content: { "application/json": { schema: { $ref: `#/components/schemas/${family}` } } },
+        },
+      },
+      security: security === undefined ? [] : security.map((s) => ({ [s]: [] })),
+      "x-grpc-method": rpc.path,
+    };
+  }
+
+  const sortedSchemas = Object.fromEntries(Object.entries(schemas).sort(([a], [b]) => a.localeCompare(b)));
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Ringfence",
+      version: options.version ?? packageVersion(),
+      description:
+        "Phone verification (V1, deprecated) and session authentication. Generated from the protos' google.api.http annotations by `npm run generate`; the same calls exist over gRPC (see x-grpc-method).",
+    },
+    tags: [...new Set(methods.map((m) => m.path.split("/")[1]?.split(".").at(-1) ?? ""))]
+      .sort()
+      .map((name) => ({ name })),
+    paths: Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b))),
+    components: {
+      securitySchemes: {
+        apiKey: { type: "apiKey", in: "header", name: "x-api-key", description: "A V1 account's API key" },
+        sessionToken: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description: "A user's session token",
+        },
+        managementKey: { type: "http", scheme: "bearer", description: "An app's management API key" },
+        clientBasic: {
+          type: "http",
+          scheme: "basic",
+          description: "An OAuth client's client_id and client_secret (or both in the form)",
+        },
+      },
+      schemas: {
+        ...sortedSchemas,
+        V1Error: {
+          type: "object",
+          required: ["code", "message", "doc_url"],
+          properties: {
+            code: { type: "string", enum: [...V1_ERROR_CODES, ...V1_OTHER_CODES] },
+            message: { type: "string" },
+            doc_url: { type: "string", format: "uri" },
+          },
+        },
+        SessionError: {
+          type: "object",
+          required: ["code", "message"],
+          properties: {
+            code: { type: "string", enum: Object.keys(ERRORS).sort() },
+            message: { type: "string" },
+            field: { type: "string", description: "The request field at fault, when one is" },
+          },
+        },
+        OAuthError: {
+          type: "object",
+          required: ["error"],
+          properties: {
+            error: {
+              type: "string",
+              enum: [...OAUTH_ERROR_CODES, "server_error", "temporarily_unavailable", "too_many_attempts"],
+            },
+            error_description: { type: "string" },
+          },
+        },
+      },
+    },
+  };
+}
+
+function firstSentence(text: string): string {
+  const line = text.split("\n")[0] ?? text;
+  const end = line.search(/[.:](\s|$)/);
+  return end < 0 ? line : line.slice(0, end);
+}
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+    version?: unknown;
+  };
+  return typeof pkg.version === "string" ? pkg.version : "0.0.0";
+}
