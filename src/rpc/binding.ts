@@ -1,4 +1,5 @@
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
+import { SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { isRedisUnavailable, RingfenceError, toWire, type ErrorDialect, type WireError } from "../errors.js";
 import type { Logger } from "../log.js";
 import {
@@ -161,8 +162,36 @@ export function invoke(
     method: `${binding.serviceName}/${rpcName(binding, method)}`,
     deadlineMs: call.deadlineMs,
   };
-  return withCallNotes(notes, () => run(binding, method, request, call, deps, notes));
+  // One span per handler (a no-op unless tracing runs): under the transport's server span, above
+  // the Redis commands and outbound calls the handler makes.
+  return withCallNotes(notes, () =>
+    tracer.startActiveSpan(
+      notes.method,
+      {
+        kind: SpanKind.INTERNAL,
+        attributes: {
+          "rpc.system": "grpc",
+          "rpc.service": binding.serviceName,
+          "rpc.method": rpcName(binding, method),
+          "ringfence.transport": call.transport,
+          "ringfence.request_id": call.requestId,
+        },
+      },
+      async (span) => {
+        try {
+          const outcome = await run(binding, method, request, call, deps, notes);
+          span.setAttribute("ringfence.code", outcome.ok ? "ok" : outcome.error.code);
+          if (!outcome.ok && outcome.error.httpStatus >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+          return outcome;
+        } finally {
+          span.end();
+        }
+      },
+    ),
+  );
 }
+
+const tracer = trace.getTracer("ringfence");
 
 async function run(
   binding: ServiceBinding,
