@@ -1,15 +1,10 @@
 import { expect } from "chai";
-import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { createWriteStream, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cliEnv, runCli, startTestApp, type TestApp } from "./support/app.js";
 import { rest } from "./support/rest.js";
-
-/** The CLI as `npm install` builds it (`prepare`). */
-const BUILT_CLI = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 
 describe("ringfence CLI", function () {
   // Each command is a fresh Node process compiling TypeScript: seconds apiece on a loaded machine.
@@ -229,22 +224,7 @@ describe("ringfence CLI", function () {
     out.end();
     await once(out, "finish");
     // The built CLI, as operators run it (the sources would add the TypeScript loader's memory).
-    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
-      (resolve, reject) => {
-        const child = spawn(process.execPath, [BUILT_CLI, "lookup-data", "import", file], {
-          env: { PATH: process.env.PATH ?? "", ...env },
-          stdio: ["ignore", "pipe", "pipe"],
-        });
-        let stdout = "";
-        let stderr = "";
-        child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-        child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-        child.on("error", reject);
-        child.on("exit", (code) => {
-          resolve({ code, stdout, stderr });
-        });
-      },
-    );
+    const r = await runCli(["lookup-data", "import", file], env, true);
     expect(r.code, r.stderr).to.equal(0);
     expect(JSON.parse(r.stdout)).to.deep.equal({ imported: rows });
     const lines = r.stderr.trim().split("\n");

@@ -13,6 +13,7 @@ import { Metrics } from "../src/observability/metrics.js";
 import { silentLogger } from "../src/log.js";
 import { ERRORS, RingfenceError, toWire, type ErrorCode } from "../src/errors.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
+import { fundedAccount } from "./support/v1.js";
 import { SmsReceiver } from "./support/receivers.js";
 import { rest } from "./support/rest.js";
 
@@ -44,14 +45,7 @@ describe("gRPC errors as google.rpc.Status (AIP-193), and deadlines", () => {
     this.timeout(30_000);
     sms = await SmsReceiver.start();
     app = await startTestApp({ SMS_PROVIDER: "http", SMS_HTTP_URL: sms.url, RATE_LIMIT_NUMBER: "1/600" });
-    const made = await app.registry.accounts.create({
-      name: "Status",
-      balanceMicros: 100_000_000,
-      spendingLimitMicros: 1_000_000_000,
-      features: [],
-      regions: [],
-      senderIds: [],
-    });
+    const made = await fundedAccount(app.registry.accounts, "Status", 100_000_000);
     customer = { uuid: made.account.customerUuid, key: made.apiKey };
   });
   after(async () => {

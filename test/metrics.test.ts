@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_service.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
+import { fundedAccount } from "./support/v1.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
 import { rest } from "./support/rest.js";
 import { freePort, waitFor } from "./support/redis.js";
@@ -56,14 +57,7 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
       RATE_LIMIT_NUMBER: "1/600",
       WEBHOOK_BACKOFF_BASE_MS: "50",
     });
-    const made = await app.registry.accounts.create({
-      name: "Metrics",
-      balanceMicros: 100_000_000,
-      spendingLimitMicros: 1_000_000_000,
-      features: [],
-      regions: [],
-      senderIds: [],
-    });
+    const made = await fundedAccount(app.registry.accounts, "Metrics", 100_000_000);
     customer = { uuid: made.account.customerUuid, key: made.apiKey };
   });
   after(async () => {

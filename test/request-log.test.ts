@@ -2,6 +2,7 @@ import { expect } from "chai";
 import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_service.js";
 import { createLogger, redact, REDACTED } from "../src/log.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
+import { fundedAccount } from "./support/v1.js";
 import { SmsReceiver } from "./support/receivers.js";
 import { rest } from "./support/rest.js";
 
@@ -21,14 +22,7 @@ describe("request log: one line per call, request ids on every line, no secrets"
       { SMS_PROVIDER: "http", SMS_HTTP_URL: sms.url },
       createLogger("debug", (line) => raw.push(line)),
     );
-    const made = await app.registry.accounts.create({
-      name: "Logs",
-      balanceMicros: 100_000_000,
-      spendingLimitMicros: 1_000_000_000,
-      features: [],
-      regions: [],
-      senderIds: [],
-    });
+    const made = await fundedAccount(app.registry.accounts, "Logs", 100_000_000);
     customer = { uuid: made.account.customerUuid, key: made.apiKey, webhookSecret: made.webhookSecret };
   });
   after(async () => {

@@ -3,14 +3,11 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
-import { TEST_SECRETS_KEY, runCli } from "./support/app.js";
+// The service as operators run it: tracing patches modules as they load, so the build is used.
+import { BUILT_CLI, TEST_SECRETS_KEY, runCli } from "./support/app.js";
 import { testRedisUrl } from "./support/hooks.js";
 import { freePort, waitFor } from "./support/redis.js";
-
-/** The service as operators run it: tracing patches modules as they load, so the build is used. */
-const BUILT_CLI = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 
 interface Span {
   traceId: string;

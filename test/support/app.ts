@@ -122,6 +122,8 @@ export function unary<Req, Res>(
 }
 
 const CLI = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
+/** The CLI as `npm install` builds it (`prepare`), as operators run it. */
+export const BUILT_CLI = fileURLToPath(new URL("../../dist/cli.js", import.meta.url));
 
 export interface CliResult {
   code: number | null;
@@ -129,10 +131,13 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the real `ringfence` CLI in a child process with the given environment. */
-export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+/**
+ * Runs the real `ringfence` CLI in a child process with the given environment: from the sources,
+ * or with `built` the compiled one (without the TypeScript loader's time and memory).
+ */
+export function runCli(args: string[], env: Record<string, string>, built = false): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], {
+    const child = spawn(process.execPath, built ? [BUILT_CLI, ...args] : ["--import", "tsx", CLI, ...args], {
       env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
