@@ -149,10 +149,9 @@ async function serveWorker(config: Config, slot: number): Promise<void> {
       error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
     });
   });
-  const [{ startApp }, { hasSingletonDuties, reportStarted, shareMetrics }] = await Promise.all([
-    import("./app.js"),
-    import("./workers.js"),
-  ]);
+  const [{ startApp }, { answerMetricsRequests, hasSingletonDuties, reportStarted, shareMetrics }] =
+    await Promise.all([import("./app.js"), import("./workers.js")]);
+  answerMetricsRequests();
   const starting = startApp(config, log, { singletonDuties: hasSingletonDuties(slot), admin: false });
   let signalled = false;
   for (const signal of ["SIGTERM", "SIGINT"] as const) {

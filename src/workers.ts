@@ -44,13 +44,19 @@ export function hasSingletonDuties(slot: number): boolean {
 }
 
 /**
- * Lets the primary gather this worker's metrics: prom-client's cluster messages, answered from
- * `registry`.
+ * Answers the primary's requests for this worker's metrics (prom-client's cluster messages) from
+ * the start, with nothing until `shareMetrics` names the registry: a scrape while a worker starts
+ * must not wait for it and fail.
  */
-export function shareMetrics(registry: Registry): void {
-  AggregatorRegistry.setRegistries([registry]);
+export function answerMetricsRequests(): void {
+  AggregatorRegistry.setRegistries([]);
   // The constructor is what adds the worker's listener for the primary's requests.
   new AggregatorRegistry();
+}
+
+/** The registry the primary's requests are answered from, once the app has started. */
+export function shareMetrics(registry: Registry): void {
+  AggregatorRegistry.setRegistries([registry]);
 }
 
 /** Tells the primary that this worker serves. */

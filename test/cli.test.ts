@@ -5,6 +5,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cliEnv, runCli, startTestApp, type TestApp } from "./support/app.js";
 import { rest } from "./support/rest.js";
+import { startRedis } from "./support/redis.js";
+import { Redis } from "ioredis";
+import { RedisLookupData } from "../src/lookup/lookup-data.js";
+import { Keys } from "../src/redis/client.js";
 
 describe("ringfence CLI", function () {
   // Each command is a fresh Node process compiling TypeScript: seconds apiece on a loaded machine.
@@ -223,25 +227,36 @@ describe("ringfence CLI", function () {
     }
     out.end();
     await once(out, "finish");
-    // The built CLI, as operators run it (the sources would add the TypeScript loader's memory).
-    const r = await runCli(["lookup-data", "import", file], env, true);
-    expect(r.code, r.stderr).to.equal(0);
-    expect(JSON.parse(r.stdout)).to.deep.equal({ imported: rows });
-    const lines = r.stderr.trim().split("\n");
-    expect(
-      lines.every((l) => PROGRESS.test(l)),
-      r.stderr,
-    ).to.equal(true);
-    expect(lines).to.satisfy((ls: string[]) => ls.some((l) => l.includes(`checked ${rows} rows`)));
-    const last = lines.at(-1) ?? "";
-    expect(last).to.include(`written ${rows} of ${rows} rows`);
-    // The process's peak resident memory (worker thread included), as the CLI reads it.
-    const peakMb = Number(/peak (\d+) MB/.exec(last)?.[1]);
-    expect(peakMb).to.be.greaterThan(0).and.lessThan(200);
-    const lookup = app.registry.lookupData;
-    expect(await lookup.get("+33600000000")).to.deep.equal({ callerName: "Name 0", lineType: "PayPhone" });
-    expect(await lookup.get("+33600999999")).to.deep.equal({ numberPorted: true, callerName: "Name 999999" });
-    expect(await lookup.get("+33600500003")).to.deep.equal({ numberPorted: true });
+    // A Redis of its own: a million keys in the run's shared one would slow every later scan.
+    const own = await startRedis();
+    const redis = new Redis(own.url);
+    try {
+      // The built CLI, as operators run it (the sources would add the TypeScript loader's memory).
+      const r = await runCli(["lookup-data", "import", file], { ...env, REDIS_URL: own.url }, true);
+      expect(r.code, r.stderr).to.equal(0);
+      expect(JSON.parse(r.stdout)).to.deep.equal({ imported: rows });
+      const lines = r.stderr.trim().split("\n");
+      expect(
+        lines.every((l) => PROGRESS.test(l)),
+        r.stderr,
+      ).to.equal(true);
+      expect(lines).to.satisfy((ls: string[]) => ls.some((l) => l.includes(`checked ${rows} rows`)));
+      const last = lines.at(-1) ?? "";
+      expect(last).to.include(`written ${rows} of ${rows} rows`);
+      // The process's peak resident memory (worker thread included), as the CLI reads it.
+      const peakMb = Number(/peak (\d+) MB/.exec(last)?.[1]);
+      expect(peakMb).to.be.greaterThan(0).and.lessThan(200);
+      const lookup = new RedisLookupData(redis, new Keys(app.config.REDIS_KEY_PREFIX));
+      expect(await lookup.get("+33600000000")).to.deep.equal({ callerName: "Name 0", lineType: "PayPhone" });
+      expect(await lookup.get("+33600999999")).to.deep.equal({
+        numberPorted: true,
+        callerName: "Name 999999",
+      });
+      expect(await lookup.get("+33600500003")).to.deep.equal({ numberPorted: true });
+    } finally {
+      redis.disconnect();
+      await own.stop();
+    }
   });
 
   it("rejects a whole import file for one bad row, naming its line, and writes nothing", async () => {

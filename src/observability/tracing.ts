@@ -26,6 +26,11 @@ export interface Tracing {
 
 let running: Tracing | undefined;
 
+/** Whether this process traces (Redis clients then send each command on its own). */
+export function tracingStarted(): boolean {
+  return running !== undefined;
+}
+
 /** Exports what the tracer still holds, when tracing runs; bounded by `ms`. */
 export async function flushTracing(ms = 2_000): Promise<void> {
   if (running === undefined) return;

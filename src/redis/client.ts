@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Config } from "../config.js";
+import { tracingStarted } from "../observability/tracing.js";
 
 export type RedisClient = Redis | Cluster;
 
@@ -22,15 +23,18 @@ const COMMON: RedisOptions = {
 };
 
 export function createRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NODES">): RedisClient {
+  // A command sent in a batch that another call opened would be traced under that call's span:
+  // while tracing runs, each command goes out on its own, in its own call's trace.
+  const enableAutoPipelining = !tracingStarted();
   if (config.REDIS_CLUSTER_NODES !== undefined) {
     return new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), {
-      redisOptions: COMMON,
+      redisOptions: { ...COMMON, enableAutoPipelining },
       lazyConnect: true,
       scaleReads: "master",
-      enableAutoPipelining: true,
+      enableAutoPipelining,
     });
   }
-  return new Redis(config.REDIS_URL, COMMON);
+  return new Redis(config.REDIS_URL, { ...COMMON, enableAutoPipelining });
 }
 
 /** A connection for blocking consumers (the BullMQ worker), which must never give up on a command. */
