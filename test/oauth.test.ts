@@ -5,6 +5,7 @@ import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
 import { OAuthServiceClient } from "../src/gen/ringfence/oauth/v1/oauth_service.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
 import { basicAuth, rest, type Json } from "./support/rest.js";
+import { keysAddedSince, keysUnder } from "./support/redis.js";
 
 interface AppCreds {
   appId: string;
@@ -336,6 +337,10 @@ describe("server tokens (OAuth client credentials)", () => {
       );
     });
 
+    const appKeys = () => keysUnder(app.registry.redis, app.config.REDIS_KEY_PREFIX);
+    const newKeysSince = (before: ReadonlySet<string>) =>
+      keysAddedSince(app.registry.redis, app.config.REDIS_KEY_PREFIX, before);
+
     const bad: [string, Json, string][] = [
       ["a missing client_name", { client_name: "" }, "client_name"],
       ["a provider_url that is not a URL", { provider_url: "billing" }, "provider_url"],
@@ -346,7 +351,7 @@ describe("server tokens (OAuth client credentials)", () => {
     ];
     for (const [what, change, field] of bad) {
       it(`refuses ${what} with 400 naming ${field}, creating nothing`, async () => {
-        const keys = await app.registry.redis.dbsize();
+        const keys = await appKeys();
         const r = await manage("POST", `/v2/session/apps/${owner.appId}/oauth/clients`, {
           client_name: "X",
           provider_url: "https://x.example.com",
@@ -356,7 +361,7 @@ describe("server tokens (OAuth client credentials)", () => {
         });
         expect(r.status).to.equal(400);
         expect(r.body).to.include({ code: "bad_request", field });
-        expect(await app.registry.redis.dbsize()).to.equal(keys);
+        expect(await newKeysSince(keys)).to.deep.equal([]);
       });
     }
 
@@ -373,7 +378,7 @@ describe("server tokens (OAuth client credentials)", () => {
         grant_types: ["client_credentials"],
       };
       const path = `/v2/session/apps/${owner.appId}/oauth/clients`;
-      const keys = await app.registry.redis.dbsize();
+      const keys = await appKeys();
       for (const who of [
         null,
         { ...owner, key: "rfm_wrong" },
@@ -388,7 +393,7 @@ describe("server tokens (OAuth client credentials)", () => {
         (await manage("POST", `/v2/session/apps/app_nosuchappnosuchapp/config/scopes`, { scope: "x" }))
           .status,
       ).to.equal(401);
-      expect(await app.registry.redis.dbsize()).to.equal(keys);
+      expect(await newKeysSince(keys)).to.deep.equal([]);
     });
 
     it("answers 404 for deleting a client the app does not have", async () => {

@@ -6,7 +6,7 @@ import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp }
 import { Receiver, SmsReceiver } from "./support/receivers.js";
 import { sendRequest } from "./support/v1.js";
 import { rest, type Json } from "./support/rest.js";
-import { waitFor } from "./support/redis.js";
+import { keysAddedSince, keysUnder, waitFor } from "./support/redis.js";
 import { createLogger } from "../src/log.js";
 
 const FR_MOBILE = "+33612345678";
@@ -400,13 +400,15 @@ describe("V1 verification", () => {
       before = sms.messages.length;
       await send({}, who);
       expect((await sms.message(before)).from).to.equal("Ringfence");
-      const keysBefore = await app.registry.redis.dbsize();
+      const keysBefore = await keysUnder(app.registry.redis, app.config.REDIS_KEY_PREFIX);
       before = sms.messages.length;
       const other = await send({ sender_id: "Other" }, who);
       expect([other.status, other.body.code]).to.deep.equal([400, "unauthorized_sender_id"]);
       expect(String(other.body.message)).to.include('"Other"');
       expect(sms.messages.length).to.equal(before);
-      expect(await app.registry.redis.dbsize()).to.equal(keysBefore);
+      expect(await keysAddedSince(app.registry.redis, app.config.REDIS_KEY_PREFIX, keysBefore)).to.deep.equal(
+        [],
+      );
     });
 
     it("picks a template variant, including one registered for the account", async () => {
@@ -462,13 +464,15 @@ describe("V1 verification", () => {
     ];
     for (const [name, extra, field, code] of cases) {
       it(`refuses a bad ${name} with 400 ${code} naming ${field}, storing and sending nothing`, async () => {
-        const keysBefore = await app.registry.redis.dbsize();
+        const keysBefore = await keysUnder(app.registry.redis, app.config.REDIS_KEY_PREFIX);
         const messages = sms.messages.length;
         const r = await send(extra);
         expect(r.status).to.equal(400);
         expect(r.body.code).to.equal(code);
         expect(String(r.body.message)).to.include(field);
-        expect(await app.registry.redis.dbsize()).to.equal(keysBefore);
+        expect(
+          await keysAddedSince(app.registry.redis, app.config.REDIS_KEY_PREFIX, keysBefore),
+        ).to.deep.equal([]);
         expect(sms.messages.length).to.equal(messages);
       });
     }

@@ -1,3 +1,4 @@
+import { scanKeys, type RedisClient } from "../../src/redis/client.js";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -176,4 +177,23 @@ export async function commandsDuring(url: string, during: () => Promise<void>): 
     monitor.disconnect();
   }
   return seen;
+}
+
+/**
+ * The keys under `prefix`, to show that a refused call wrote none. Not DBSIZE: keys of other
+ * tests expire while a test runs.
+ */
+export async function keysUnder(redis: RedisClient, prefix: string): Promise<Set<string>> {
+  const found = new Set<string>();
+  for await (const batch of scanKeys(redis, `${prefix}*`)) for (const k of batch) found.add(k);
+  return found;
+}
+
+/** The keys under `prefix` that `before` (a `keysUnder` reading) did not hold. */
+export async function keysAddedSince(
+  redis: RedisClient,
+  prefix: string,
+  before: ReadonlySet<string>,
+): Promise<string[]> {
+  return [...(await keysUnder(redis, prefix))].filter((k) => !before.has(k));
 }
