@@ -11,7 +11,8 @@ import { RedisLookupData } from "./lookup/lookup-data.js";
 import { lookupHandlers } from "./lookup/service.js";
 import { preloadNumberData } from "./lookup/numbers.js";
 import { LookupServiceService } from "./gen/ringfence/lookup/v1/lookup_service.js";
-import { bindService, type ServiceBinding } from "./rpc/binding.js";
+import { bindService, type Authenticator, type ServiceBinding } from "./rpc/binding.js";
+import { CALLERS, SUCCESS_STATUSES, type CallerKind } from "./rpc/surface.js";
 import { loadContract } from "./rpc/contract.js";
 import { startGrpc } from "./grpc/server.js";
 import { blockList } from "./net/cidr.js";
@@ -233,10 +234,8 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     bindService(VerifyServiceService, verifyHandlers(verify), {
       ...v1ServiceOptions(r.config, "verify"),
       authenticators: {
-        createAuthentication: customer,
-        checkAuthentication: customer,
-        retryAuthentication: customer,
-        createFeedback: customer,
+        ...authenticatorsOf(CALLERS["ringfence.verify.v1.VerifyService"], { account: customer }),
+        // A read-back names no customer: the key alone finds the account.
         getAuthentication: apiKeyAuthenticator(r.accountCache, r.secrets),
       },
     }),
@@ -248,8 +247,11 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       },
       {
         dialect: "session",
-        successStatuses: { logout: 204, createAppWebhook: 201 },
-        authenticators: { logout: user, getMe: user, createAppWebhook: app },
+        successStatuses: SUCCESS_STATUSES["ringfence.session.v1.SessionService"],
+        authenticators: authenticatorsOf(CALLERS["ringfence.session.v1.SessionService"], {
+          session: user,
+          app,
+        }),
       },
     ),
     bindService(
@@ -262,8 +264,11 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       }),
       {
         dialect: "session",
-        successStatuses: { createStepUpConfig: 201, resetPassword: 204 },
-        authenticators: { createStepUpConfig: app, requestStepUp: user, resetPassword: user },
+        successStatuses: SUCCESS_STATUSES["ringfence.stepup.v1.StepUpService"],
+        authenticators: authenticatorsOf(CALLERS["ringfence.stepup.v1.StepUpService"], {
+          session: user,
+          app,
+        }),
       },
     ),
     bindService(
@@ -286,10 +291,10 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       {
         dialect: "session",
         methodDialects: { createToken: "oauth" },
-        successStatuses: { createClient: 201, deleteClient: 204 },
+        successStatuses: SUCCESS_STATUSES["ringfence.oauth.v1.OAuthService"],
         // The token endpoint authenticates its client as part of the grant (RFC 6749 section
         // 2.3, with its failure windows): createToken has no caller before it.
-        authenticators: { createClient: app, deleteClient: app, addAppScope: app },
+        authenticators: authenticatorsOf(CALLERS["ringfence.oauth.v1.OAuthService"], { app }),
       },
     ),
     bindService(
@@ -297,14 +302,33 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       lookupHandlers({ accounts: r.accounts, secrets: r.secrets, data: r.lookupData }),
       {
         ...v1ServiceOptions(r.config, "lookup"),
-        authenticators: {
-          lookupPhoneNumber: customerAuthenticator(r.accountCache, r.secrets, (_req, ctx) =>
+        authenticators: authenticatorsOf(CALLERS["ringfence.lookup.v1.LookupService"], {
+          // A lookup names its customer in a header: GET has no body.
+          account: customerAuthenticator(r.accountCache, r.secrets, (_req, ctx) =>
             ctx.header("customer-uuid"),
           ),
-        },
+        }),
       },
     ),
   ];
+}
+
+/**
+ * The authenticator of each method `declared` gives a caller to (src/rpc/surface.ts), from the
+ * service's authenticator of each kind; a kind the service has no authenticator for is a wiring
+ * mistake and fails at start.
+ */
+function authenticatorsOf<M extends string>(
+  declared: Readonly<Record<M, CallerKind>>,
+  by: Partial<Record<CallerKind, Authenticator>>,
+): Record<M, Authenticator> {
+  const out = {} as Record<M, Authenticator>;
+  for (const [method, kind] of Object.entries(declared) as [M, CallerKind][]) {
+    const authenticate = by[kind];
+    if (authenticate === undefined) throw new Error(`${method}: no ${kind} authenticator`);
+    out[method] = authenticate;
+  }
+  return out;
 }
 
 export interface RunningApp {

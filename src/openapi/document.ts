@@ -8,13 +8,14 @@ import {
 } from "@bufbuild/protobuf";
 import type { Contract, HttpBinding, RpcMethod } from "../rpc/contract.js";
 import { ERRORS, OAUTH_ERROR_CODES, V1_ERROR_CODES, V1_OTHER_CODES } from "../errors.js";
+import { CALLERS, declared, SUCCESS_STATUSES, type CallerKind } from "../rpc/surface.js";
 
 /**
  * The REST surface as an OpenAPI 3.1 document, built from the same descriptor and
  * `google.api.http` annotations the gateways route by, with the protos' comments as its text.
  * `npm run generate` writes it to openapi/ringfence.yaml; the built-in gateway serves it at
  * `GET /openapi.json`. What the descriptor does not say (who may call, success statuses other
- * than 200, the error body families) is declared below, beside the bindings in src/app.ts.
+ * than 200) comes from src/rpc/surface.ts, which the bindings read too.
  */
 
 type Schema = Record<string, unknown>;
@@ -23,30 +24,11 @@ type Json = Record<string, unknown>;
 /** V1 services: deprecated, `{code, message, doc_url}` errors, API key authentication. */
 const V1_SERVICES = new Set(["ringfence.lookup.v1.LookupService", "ringfence.verify.v1.VerifyService"]);
 
-/** Who may call each method that has a caller (src/app.ts, `authenticators`); the rest are public. */
-const SECURITY: Record<string, string[]> = {
-  "ringfence.verify.v1.VerifyService": ["apiKey"],
-  "ringfence.lookup.v1.LookupService": ["apiKey"],
-  "ringfence.session.v1.SessionService/Logout": ["sessionToken"],
-  "ringfence.session.v1.SessionService/GetMe": ["sessionToken"],
-  "ringfence.session.v1.SessionService/CreateAppWebhook": ["managementKey"],
-  "ringfence.stepup.v1.StepUpService/CreateStepUpConfig": ["managementKey"],
-  "ringfence.stepup.v1.StepUpService/RequestStepUp": ["sessionToken"],
-  "ringfence.stepup.v1.StepUpService/ResetPassword": ["sessionToken"],
-  "ringfence.oauth.v1.OAuthService/CreateClient": ["managementKey"],
-  "ringfence.oauth.v1.OAuthService/DeleteClient": ["managementKey"],
-  "ringfence.oauth.v1.OAuthService/AddAppScope": ["managementKey"],
-  "ringfence.oauth.v1.OAuthService/CreateToken": ["clientBasic"],
-};
-
-/** Success statuses other than 200 (src/app.ts, `successStatuses`). */
-const SUCCESS: Record<string, number> = {
-  "ringfence.session.v1.SessionService/Logout": 204,
-  "ringfence.session.v1.SessionService/CreateAppWebhook": 201,
-  "ringfence.stepup.v1.StepUpService/CreateStepUpConfig": 201,
-  "ringfence.stepup.v1.StepUpService/ResetPassword": 204,
-  "ringfence.oauth.v1.OAuthService/CreateClient": 201,
-  "ringfence.oauth.v1.OAuthService/DeleteClient": 204,
+/** The security scheme of each kind of caller (src/rpc/surface.ts). */
+const SCHEME: Record<CallerKind, string> = {
+  account: "apiKey",
+  session: "sessionToken",
+  app: "managementKey",
 };
 
 /** The token endpoint's form (RFC 6749 section 4.4), which the proto carries as an HttpBody. */
@@ -269,7 +251,7 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
             content: { "application/json": { schema: field === undefined ? {} : fieldSchema(field, false) } },
           };
     }
-    const status = SUCCESS[`${service}/${method}`] ?? 200;
+    const status: number = declared(SUCCESS_STATUSES, service, method) ?? 200;
     const success: Json =
       status === 204
         ? { description: "No content" }
@@ -282,7 +264,10 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
       : method === "CreateToken"
         ? "OAuthError"
         : "SessionError";
-    const security = SECURITY[`${service}/${method}`] ?? SECURITY[service];
+    // The token endpoint authenticates its client itself (HTTP Basic, or both in the form).
+    const kind = declared<CallerKind>(CALLERS, service, method);
+    const security =
+      method === "CreateToken" ? ["clientBasic"] : kind === undefined ? undefined : [SCHEME[kind]];
     return {
       operationId: index === 0 ? `${short}_${method}` : `${short}_${method}_${index + 1}`,
       tags: [short],
