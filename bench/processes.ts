@@ -1,5 +1,5 @@
 import { fork, spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream } from "node:fs";
+import { closeSync, openSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 /** Every process the bench started, killed on any exit: normal, Ctrl-C, SIGTERM or a failure. */
@@ -51,11 +51,13 @@ const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
  * exits when that channel closes, so it cannot outlive the bench even when the bench is killed.
  */
 export function forkModule(file: string, args: string[], logFile: string): Logged {
+  const fd = openSync(logFile, "a");
   const child = fork(here(file), args, {
     execArgv: ["--import", import.meta.resolve("tsx")],
-    stdio: ["ignore", "pipe", "pipe", "ipc"],
+    stdio: ["ignore", fd, fd, "ipc"],
   });
-  return logged(child, logFile);
+  closeSync(fd);
+  return track(child, logFile);
 }
 
 /** The first IPC message of `child` that `accept` returns a value for; rejects if it exits first. */
@@ -95,29 +97,36 @@ export interface Logged {
   tail(): string;
 }
 
-/** Spawns a command whose stdout and stderr go to `logFile`, keeping its last lines in memory. */
+/**
+ * Spawns a command whose stdout and stderr go straight to `logFile` (the file is the child's own
+ * output: nothing is piped through this process, whose CPU the load shares); `tail` reads its end.
+ */
 export function spawnLogged(
   command: string,
   args: string[],
   env: Record<string, string>,
   logFile: string,
 ): Logged {
-  return logged(spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] }), logFile);
+  const fd = openSync(logFile, "a");
+  const child = spawn(command, args, { env, stdio: ["ignore", fd, fd] });
+  closeSync(fd);
+  return track(child, logFile);
 }
 
-function logged(child: ChildProcess, logFile: string): Logged {
+function track(child: ChildProcess, logFile: string): Logged {
   started.add(child);
   child.once("exit", () => started.delete(child));
-  const log = createWriteStream(logFile, { flags: "a" });
-  let last = "";
-  const keep = (d: Buffer) => {
-    log.write(d);
-    last = (last + d.toString()).slice(-4000);
-  };
-  child.stdout?.on("data", keep);
-  child.stderr?.on("data", keep);
-  child.once("exit", () => log.end());
-  return { child, tail: () => last.trim().split("\n").slice(-8).join("\n") };
+  return { child, tail: () => tailOf(logFile) };
+}
+
+/** The last lines of a file, for an error message. */
+function tailOf(file: string): string {
+  try {
+    const text = readFileSync(file, "utf8");
+    return text.slice(-4000).trim().split("\n").slice(-8).join("\n");
+  } catch {
+    return "";
+  }
 }
 
 /** Runs a command to completion; resolves its stdout, rejects with its stderr on a non-zero exit. */
