@@ -76,10 +76,11 @@ export function createLogger(
     formatters: { level: (label: string) => ({ level: label }) },
     mixin: contextFields,
   };
-  // Buffered (SonicBoom flushes at 4 KiB, and on exit): a line per call must not cost a write(2).
+  // Asynchronous (SonicBoom): a line per call does not block the call on a write(2); lines
+  // written while one write is in flight go out together.
   const logger: Pino =
     write === undefined
-      ? pino(options, pino.destination({ dest: 2, sync: false, minLength: 4096 }))
+      ? pino(options, pino.destination({ dest: 2, sync: false }))
       : pino(options, { write });
   const emit =
     (lvl: LogLevel) =>
