@@ -24,11 +24,20 @@ import { requestLog } from "./observability/request-log.js";
 import { startAdmin, type AdminServer } from "./observability/admin.js";
 import { guardedEmail, guardedSms } from "./messaging/guarded.js";
 import { v1ServiceOptions } from "./v1/deprecation.js";
-import { apiKeyAuthenticator, bodyCustomerUuid, customerAuthenticator } from "./accounts/authenticate.js";
+import {
+  apiKeyAuthenticator,
+  bearerKeyAuthenticator,
+  bodyCustomerUuid,
+  customerAuthenticator,
+} from "./accounts/authenticate.js";
 import { sessionAuthenticator } from "./session/tokens.js";
 import { VerifyServiceService } from "./gen/ringfence/verify/v1/verify_service.js";
 import { VerifyStore } from "./verify/store.js";
-import { recordReceipt, verifyHandlers, type VerifyDeps } from "./verify/service.js";
+import { verifyHandlers, VerifyEngine, type VerifyDeps } from "./verify/service.js";
+import { verificationHandlers } from "./verify/v2.js";
+import { lookupV2Handlers } from "./lookup/v2.js";
+import { VerificationServiceService } from "./gen/ringfence/verify/v2/verification_service.js";
+import { LookupServiceService as LookupV2Service } from "./gen/ringfence/lookup/v2/lookup_service.js";
 import { createSmsProvider, ShutdownGate, type SmsProvider } from "./messaging/sms.js";
 import { WebhookOutbox } from "./webhooks/outbox.js";
 import { HoldRecovery } from "./verify/holds.js";
@@ -191,8 +200,9 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     outbound: r.outbound,
     metrics: r.metrics,
   };
+  const engine = new VerifyEngine(verify);
   d.sms.onReceipt((receipt) => {
-    recordReceipt(verify, receipt).catch((err: unknown) => {
+    engine.recordReceipt(receipt).catch((err: unknown) => {
       r.log[isRedisUnavailable(err) ? "warn" : "error"]("delivery receipt not recorded", {
         error: err instanceof Error ? err.message : String(err),
       });
@@ -230,8 +240,11 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
   const customer = customerAuthenticator(r.accountCache, r.secrets, bodyCustomerUuid);
   const user = sessionAuthenticator({ keySet, sessions: r.sessions, issuer: r.config.ISSUER_URL });
   const app = r.apps.managementKey;
+  // V2 callers send their API key as a bearer token.
+  const bearer = bearerKeyAuthenticator(r.accountCache);
+  const lookup = { accounts: r.accounts, secrets: r.secrets, data: r.lookupData };
   return [
-    bindService(VerifyServiceService, verifyHandlers(verify), {
+    bindService(VerifyServiceService, verifyHandlers(engine), {
       ...v1ServiceOptions(r.config, "verify"),
       authenticators: {
         ...authenticatorsOf(CALLERS["ringfence.verify.v1.VerifyService"], { account: customer }),
@@ -297,19 +310,23 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
         authenticators: authenticatorsOf(CALLERS["ringfence.oauth.v1.OAuthService"], { app }),
       },
     ),
-    bindService(
-      LookupServiceService,
-      lookupHandlers({ accounts: r.accounts, secrets: r.secrets, data: r.lookupData }),
-      {
-        ...v1ServiceOptions(r.config, "lookup"),
-        authenticators: authenticatorsOf(CALLERS["ringfence.lookup.v1.LookupService"], {
-          // A lookup names its customer in a header: GET has no body.
-          account: customerAuthenticator(r.accountCache, r.secrets, (_req, ctx) =>
-            ctx.header("customer-uuid"),
-          ),
-        }),
-      },
-    ),
+    bindService(VerificationServiceService, verificationHandlers(engine), {
+      dialect: "v2",
+      authenticators: authenticatorsOf(CALLERS["ringfence.verify.v2.VerificationService"], {
+        account: bearer,
+      }),
+    }),
+    bindService(LookupV2Service, lookupV2Handlers(lookup), {
+      dialect: "v2",
+      authenticators: authenticatorsOf(CALLERS["ringfence.lookup.v2.LookupService"], { account: bearer }),
+    }),
+    bindService(LookupServiceService, lookupHandlers(lookup), {
+      ...v1ServiceOptions(r.config, "lookup"),
+      authenticators: authenticatorsOf(CALLERS["ringfence.lookup.v1.LookupService"], {
+        // A lookup names its customer in a header: GET has no body.
+        account: customerAuthenticator(r.accountCache, r.secrets, (_req, ctx) => ctx.header("customer-uuid")),
+      }),
+    }),
   ];
 }
 

@@ -153,6 +153,11 @@ const schema = z
       )
       .default("Ringfence"),
     SMS_PRICES: prices.default({ default: 50_000 }),
+    // The currency SMS_PRICES and balances are in, as V2 webhook events name it (ISO 4217).
+    SMS_CURRENCY: z
+      .string()
+      .regex(/^[A-Z]{3}$/, "must be an ISO 4217 currency code such as EUR")
+      .default("EUR"),
 
     SMPP_ENQUIRE_LINK_MS: z.coerce.number().int().min(1_000).max(600_000).default(30_000),
     SMPP_SUBMIT_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),

@@ -35,6 +35,18 @@ export const ERRORS = {
   // HTTP error rather than a body they would refuse.
   spending_limit_exceeded: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 402 },
   internal_server_error: { grpc: GrpcStatus.INTERNAL, http: 500 },
+  // V2 verify and lookup (docs/v2-api.md#errors): the original V2 API's codes where V1 has none.
+  invalid_api_key: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
+  email_verification_not_allowed: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
+  custom_code_not_allowed: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
+  channel_not_enabled_in_region: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_code_size: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_callback_url: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_locale: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_correlation_id: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_template_variables: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_app_realm_platform: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  invalid_app_realm_value: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   // V1 switched off after its sunset (V1_AFTER_SUNSET=gone).
   gone: { grpc: GrpcStatus.UNIMPLEMENTED, http: 410 },
   // Any family: a route or resource that does not exist, and Redis out of reach.
@@ -116,10 +128,90 @@ export const OAUTH_ERROR_CODES = [
 ] as const satisfies readonly ErrorCode[];
 
 /**
- * Body shapes of the API families: V1 `{code, message, doc_url}`, session `{code, message}`,
- * OAuth token endpoint `{error, error_description}`.
+ * What the V2 body says for codes the V2 API names otherwise (docs/v2-api.md#errors): the
+ * engine's refusals are shared with V1, their V2 names are the original V2 API's.
  */
-export type ErrorDialect = "v1" | "session" | "oauth";
+const V2_BODY_CODE: Partial<Record<ErrorCode, string>> = {
+  bad_request: "invalid_request",
+  account_invalid: "invalid_api_key",
+  negative_balance: "insufficient_balance",
+  spending_limit_exceeded: "insufficient_balance",
+  unsupported_region: "unsupported_country",
+  unauthorized_sender_id: "invalid_sender_id",
+  invalid_app_realm: "invalid_app_realm_value",
+  invalid_app_version: "invalid_request",
+  invalid_device_model: "invalid_request",
+  internal_server_error: "internal",
+};
+
+/** The HTTP status of each V2 answer that can be refused, as the V2 body's `type` names it. */
+export const V2_ERROR_TYPES: Readonly<Record<number, string>> = {
+  400: "bad_request",
+  401: "unauthorized",
+  402: "payment_required",
+  403: "forbidden",
+  404: "not_found",
+  405: "method_not_allowed",
+  409: "conflict",
+  410: "gone",
+  413: "payload_too_large",
+  415: "unsupported_media_type",
+  429: "too_many_requests",
+  500: "internal",
+  503: "unavailable",
+  504: "deadline_exceeded",
+};
+
+/** Every code a V2 body carries (docs/v2-api.md#errors): a closed list, as V1's. */
+export const V2_ERROR_CODES = [
+  "invalid_request",
+  "invalid_api_key",
+  "suspended_account",
+  "insufficient_balance",
+  "invalid_phone_number",
+  "unsupported_country",
+  "invalid_sender_id",
+  "invalid_template_id",
+  "invalid_app_realm",
+  "invalid_app_realm_platform",
+  "invalid_app_realm_value",
+  "invalid_device_id",
+  "invalid_os_version",
+  "invalid_locale",
+  "invalid_callback_url",
+  "invalid_code_size",
+  "invalid_correlation_id",
+  "invalid_template_variables",
+  "custom_code_not_allowed",
+  "email_verification_not_allowed",
+  "channel_not_enabled_in_region",
+  "not_found",
+  "method_not_allowed",
+  "payload_too_large",
+  "unsupported_media_type",
+  "internal",
+  "unavailable",
+  "deadline_exceeded",
+] as const;
+
+/**
+ * A V2 body's code and HTTP status: the V2 name of the code with its own status (402 for
+ * money); a code V2 does not name becomes `invalid_request` (4xx) or `internal` (5xx).
+ */
+function v2Answer(code: ErrorCode): { code: string; http: number } {
+  const named = V2_BODY_CODE[code] ?? code;
+  if (named === "insufficient_balance") return { code: named, http: 402 };
+  if ((V2_ERROR_CODES as readonly string[]).includes(named)) return { code: named, http: ERRORS[code].http };
+  return ERRORS[code].http >= 500
+    ? { code: "internal", http: ERRORS.internal_server_error.http }
+    : { code: "invalid_request", http: ERRORS.bad_request.http };
+}
+
+/**
+ * Body shapes of the API families: V1 `{code, message, doc_url}`, V2 `{code, message, type,
+ * request_id, param?}`, session `{code, message}`, OAuth token endpoint `{error, error_description}`.
+ */
+export type ErrorDialect = "v1" | "v2" | "session" | "oauth";
 
 export class RingfenceError extends Error {
   override readonly name = "RingfenceError";
@@ -214,7 +306,13 @@ const OAUTH_BODY_CODE: Partial<Record<ErrorCode, string>> = {
  * and body fields are cut to MAX_MESSAGE_CHARS, so no answer (nor grpc-message trailer, nor
  * x-http-body marker) can repeat a large input.
  */
-export function toWire(err: unknown, dialect: ErrorDialect, docsUrl: string): WireError {
+export function toWire(
+  err: unknown,
+  dialect: ErrorDialect,
+  docsUrl: string,
+  /** The call's request id, which V2 bodies carry. */
+  requestId = "",
+): WireError {
   const e = asRingfenceError(err);
   const { grpc } = ERRORS[e.code];
   let http: number = ERRORS[e.code].http;
@@ -227,6 +325,16 @@ export function toWire(err: unknown, dialect: ErrorDialect, docsUrl: string): Wi
     const answer = v1Answer(e.code);
     http = answer.http;
     body = { code: answer.code, message, doc_url: `${docsUrl}/errors#${answer.code}` };
+  } else if (dialect === "v2") {
+    const answer = v2Answer(e.code);
+    http = answer.http;
+    body = {
+      code: answer.code,
+      message,
+      type: V2_ERROR_TYPES[http] ?? (http >= 500 ? "internal" : "bad_request"),
+      request_id: requestId,
+      ...(details.field === undefined ? {} : { param: details.field }),
+    };
   } else if (dialect === "oauth") {
     const oauth = (OAUTH_ERROR_CODES as readonly string[]).includes(e.code);
     body = {

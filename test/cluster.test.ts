@@ -62,6 +62,31 @@ describe("on a Redis Cluster", () => {
     expect((await app.registry.accounts.get(account.customerUuid))?.balanceMicros).to.equal(950_000);
   });
 
+  it("creates, retries and checks a V2 verification by its number, on the customer's slot", async () => {
+    const { apiKey } = await app.registry.accounts.create({
+      name: "Cluster V2",
+      balanceMicros: 1_000_000,
+      spendingLimitMicros: 1_000_000,
+      features: [],
+      regions: [],
+    });
+    const bearer = { authorization: `Bearer ${apiKey}` };
+    const target = { type: "phone_number", value: "+33612345679" };
+    const before = sms.messages.length;
+    const created = await post(
+      "/v2/verification",
+      { target, options: { callback_url: "http://127.0.0.1:9/hook" } },
+      bearer,
+    );
+    expect(created.body.status).to.equal("success");
+    const retried = await post("/v2/verification", { target }, bearer);
+    // Within OTP_RETRY_INTERVAL_SECONDS of the first code: refused, and that code stays.
+    expect(retried.body).to.include({ id: created.body.id, status: "blocked", reason: "repeated_attempts" });
+    const code = SmsReceiver.code(await sms.message(before));
+    const checked = await post("/v2/verification/check", { target, code }, bearer);
+    expect(checked.body).to.include({ id: created.body.id, status: "success" });
+  });
+
   it("gives accounts on every primary their API key index entry, so read-backs by key find them", async () => {
     const made = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>

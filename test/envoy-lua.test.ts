@@ -216,6 +216,31 @@ describe("envoy/envoy.yaml Lua filter, run by a Lua VM", () => {
     expect(JSON.parse(out.body)).to.include({ code: "invalid_phone_number" });
   });
 
+  it("turns a V2 trailers-only error into the built-in gateway's answer (status, type, request id)", async () => {
+    const auth = { authorization: `Bearer ${customer.key}`, "x-request-id": "lua-v2-1" };
+    const grpc = await grpcHeaders("/ringfence.lookup.v2.LookupService/LookupPhoneNumber", badNumber, auth);
+    expect(grpc).to.have.property("x-http-body");
+    const out = await filter({ ":path": "/v2/lookup/+1555" }, transcoded(grpc), "");
+    const expected = await gateway("/v2/lookup/+1555", auth);
+    expect([out.status, out.body]).to.deep.equal([expected.status, expected.body]);
+    expect(JSON.parse(out.body)).to.deep.equal({
+      code: "invalid_phone_number",
+      message: '"+1555" is not a valid E.164 phone number',
+      type: "bad_request",
+      request_id: "lua-v2-1",
+    });
+    const wrongKey = { authorization: "Bearer rfk_wrong", "x-request-id": "lua-v2-2" };
+    const refused = await grpcHeaders(
+      "/ringfence.lookup.v2.LookupService/LookupPhoneNumber",
+      badNumber,
+      wrongKey,
+    );
+    const outRefused = await filter({ ":path": "/v2/lookup/+1555" }, transcoded(refused), "");
+    const expectedRefused = await gateway("/v2/lookup/+1555", wrongKey);
+    expect([outRefused.status, outRefused.body]).to.deep.equal([401, expectedRefused.body]);
+    expect(expectedRefused.status).to.equal(401);
+  });
+
   it("turns a session-family trailers-only error into the built-in gateway's answer", async () => {
     const me = await grpcHeaders("/ringfence.session.v1.SessionService/GetMe", Buffer.alloc(0), {});
     const out = await filter({ ":path": "/v1/session/me" }, transcoded(me), "");
@@ -329,6 +354,30 @@ describe("envoy/envoy.yaml Lua filter, run by a Lua VM", () => {
     expect([token.status, JSON.parse(token.body)]).to.deep.equal([
       400,
       { error: "invalid_request", error_description: "bad body" },
+    ]);
+    const v2 = await filter(
+      { ":path": "/v2/verification/nothing?x=1", "x-request-id": "envoy-1" },
+      plain(404),
+      "Could not resolve",
+    );
+    expect([v2.status, JSON.parse(v2.body)]).to.deep.equal([
+      404,
+      { code: "not_found", message: "Could not resolve", type: "not_found", request_id: "envoy-1" },
+    ]);
+    const ourV2 = await gateway("/v2/verification/nothing", {});
+    expect([ourV2.status, (JSON.parse(ourV2.body) as { code: string; type: string }).type]).to.deep.equal([
+      404,
+      "not_found",
+    ]);
+    const v2Bad = await filter({ ":path": "/v2/lookup/+33612345678?bogus=1" }, plain(401), "odd");
+    expect([v2Bad.status, JSON.parse(v2Bad.body)]).to.deep.equal([
+      400,
+      { code: "invalid_request", message: "odd", type: "bad_request", request_id: "" },
+    ]);
+    const v2Down = await filter({ ":path": "/v2/verification" }, plain(502), "upstream reset");
+    expect([v2Down.status, (JSON.parse(v2Down.body) as { code: string }).code]).to.deep.equal([
+      500,
+      "internal",
     ]);
     const down = await filter({ ":path": "/v1/retry" }, plain(503), "upstream connect error");
     expect(down.status).to.equal(503);

@@ -18,7 +18,7 @@ import {
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { expect } from "chai";
 import { parse } from "yaml";
-import { ERRORS } from "../src/errors.js";
+import { ERRORS, V2_ERROR_CODES, V2_ERROR_TYPES } from "../src/errors.js";
 
 /**
  * envoy/envoy.yaml checked without an Envoy binary: against Envoy's own API protos (shipped by
@@ -417,11 +417,25 @@ describe("envoy/envoy.yaml", function () {
   it("names only the service's error codes, with their HTTP statuses, for Envoy's own rejections", function () {
     const source = luaSource(config);
     const known = ERRORS as Record<string, { http: number } | undefined>;
-    const byStatus = [...source.matchAll(/\[(\d{3})\] = "(\w+)"/g)];
-    expect(byStatus).to.not.be.empty;
-    for (const [, status, code] of byStatus) {
-      expect(known[code!]?.http, `${code!} for ${status!}`).to.equal(Number(status));
+    /** The `[status] = "word"` rows of the Lua table `name`. */
+    const table = (name: string) => {
+      const body = new RegExp(`local ${name} = \\{([^}]*)\\}`).exec(source)?.[1] ?? "";
+      return [...body.matchAll(/\[(\d{3})\] = "(\w+)"/g)].map(
+        ([, status, word]) => [Number(status), word!] as const,
+      );
+    };
+    expect(table("SESSION_CODES")).to.not.be.empty;
+    for (const [status, code] of table("SESSION_CODES")) {
+      expect(known[code]?.http, `${code} for ${status}`).to.equal(status);
     }
+    // V2 rows: what toWire answers a refusal of that status with in the V2 family.
+    expect(table("V2_CODES")).to.not.be.empty;
+    for (const [status, code] of table("V2_CODES")) {
+      expect((V2_ERROR_CODES as readonly string[]).includes(code), code).to.equal(true);
+      expect(V2_ERROR_TYPES[status], `type of ${status}`).to.not.equal(undefined);
+    }
+    for (const [status, type] of table("V2_TYPES"))
+      expect(V2_ERROR_TYPES[status], `${status}`).to.equal(type);
     for (const code of ["bad_request", "internal_server_error"]) {
       expect(source).to.include(`"${code}"`);
       expect(known[code], code).to.not.equal(undefined);

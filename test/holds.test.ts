@@ -79,6 +79,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     const event = JSON.stringify({ id: randomUUID(), type: "authentication", created_at: "", payload: {} });
     const args: SendArgs = {
       now,
+      authUuid: auth,
       phone,
       member: `${auth}:1`,
       staticSpam: false,
@@ -90,7 +91,10 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       keepUntil: now + 600_000,
       limits: { number: null, ip: null, device: null, account: null },
       spam: { ipNumbers: null, deviceNumbers: null, range: null },
+      indexTarget: false,
       authentication: {
+        api: "v1",
+        codeLength: 6,
         customerUuid: customer,
         phoneNumber: phone,
         countryCode: "FR",

@@ -55,7 +55,12 @@ describe("V1 lookup", () => {
   function expectDeprecationHeaders(res: RestAnswer) {
     expect(res.headers.get("deprecation")).to.equal(V1_DEPRECATION);
     expect(res.headers.get("sunset")).to.equal(V1_SUNSET);
-    expect(res.headers.get("link")).to.match(/^<[^>]+\/v2\/lookup>; rel="successor-version"$/);
+    // The successor: the V2 lookup of the same number, or the V2 lookup path on an error.
+    expect(res.headers.get("link")).to.match(/^<\/v2\/lookup(\/\+\d+)?>; rel="successor-version"$/);
+    if (res.status === 200) {
+      const number = (JSON.parse(res.text) as { phone_number: string }).phone_number;
+      expect(res.headers.get("link")).to.equal(`</v2/lookup/${number}>; rel="successor-version"`);
+    }
   }
 
   function expectV1Error(res: RestAnswer, httpStatus: number, code: string) {
@@ -316,10 +321,12 @@ describe("V1 lookup", () => {
       expect(services.sort(), "the served services, not the ones only declared").to.deep.equal([
         "grpc.health.v1.Health",
         "ringfence.lookup.v1.LookupService",
+        "ringfence.lookup.v2.LookupService",
         "ringfence.oauth.v1.OAuthService",
         "ringfence.session.v1.SessionService",
         "ringfence.stepup.v1.StepUpService",
         "ringfence.verify.v1.VerifyService",
+        "ringfence.verify.v2.VerificationService",
       ]);
       const descriptor = await reflection.getDescriptorBySymbol("ringfence.lookup.v1.LookupService");
       const pkg = descriptor.getPackageObject({ keepCase: true }) as unknown as {

@@ -74,6 +74,30 @@ export function apiKeyAuthenticator(store: AccountReader, secrets: Secrets): Aut
   return (ctx) => authenticateByKey(store, secrets, ctx);
 }
 
+/**
+ * Authenticates a V2 caller by `authorization: Bearer <api key>` (docs/v2-api.md#authentication):
+ * the key alone finds the account. A missing, malformed or unknown key is `invalid_api_key`.
+ */
+export function bearerKeyAuthenticator(store: AccountReader): Authenticator<StoredAccount> {
+  return async (ctx) => {
+    const header = ctx.header("authorization") ?? "";
+    const m = /^Bearer ([\x21-\x7e]+)$/i.exec(header.trim());
+    if (m?.[1] === undefined) {
+      throw new RingfenceError("invalid_api_key", "send the API key as authorization: Bearer <api key>", {
+        "www-authenticate": "Bearer",
+      });
+    }
+    const account = await store.findByApiKey(m[1]);
+    if (account === undefined) {
+      throw new RingfenceError("invalid_api_key", "unknown API key", { "www-authenticate": "Bearer" });
+    }
+    if (account.status === "suspended") {
+      throw new RingfenceError("suspended_account", "this account is suspended");
+    }
+    return account;
+  };
+}
+
 /** The customer uuid of a V1 request body (`customer_uuid`). */
 export function bodyCustomerUuid(request: unknown): string | undefined {
   const uuid = (request as { customerUuid?: unknown } | null)?.customerUuid;

@@ -154,7 +154,7 @@ async function handle(
     err: unknown,
     headers: Readonly<Record<string, string>>,
   ) => {
-    const wire = sendError(res, dialect, deps.docsUrl, err, headers);
+    const wire = sendError(res, dialect, deps.docsUrl, err, headers, requestId);
     deps.observe?.({
       transport: "http",
       service: route?.binding.serviceName ?? "-",
@@ -173,7 +173,7 @@ async function handle(
     return;
   }
 
-  const guessDialect: ErrorDialect = /^\/v1\/(?!session\/)/.test(rawPath) ? "v1" : "session";
+  const guessDialect = dialectOfPath(rawPath);
   let route = exact.get(`${verb} ${rawPath}`);
   let vars: Map<string, string> | undefined = route === undefined ? undefined : new Map();
   let badEncoding: { route: Route; message: string } | undefined;
@@ -464,8 +464,9 @@ function sendError(
   docsUrl: string,
   err: unknown,
   headers: Readonly<Record<string, string>>,
+  requestId = "",
 ): WireError {
-  const wire = toWire(err, dialect, docsUrl);
+  const wire = toWire(err, dialect, docsUrl, requestId);
   send(res, wire.httpStatus, JSON.stringify(wire.body), "application/json", { ...headers, ...wire.headers });
   return wire;
 }
@@ -503,4 +504,14 @@ export function deadlineOf(header: string | undefined, nowMs: number): number | 
   const m = header === undefined ? null : /^(\d{1,8})([HMSmun])$/.exec(header);
   if (m === null) return undefined;
   return nowMs + Number(m[1]) * (TIMEOUT_UNIT_MS[m[2] ?? "S"] ?? 1_000);
+}
+
+/**
+ * The error family of a path no route matched (docs/gateway.md#unknown-routes-and-methods): V1 paths take
+ * the V1 body, the V2 verify and lookup paths the V2 body, everything else the session body.
+ */
+export function dialectOfPath(path: string): ErrorDialect {
+  if (/^\/v1\/(?!session\/)/.test(path)) return "v1";
+  if (/^\/v2\/(verification|lookup)(\/|$)/.test(path)) return "v2";
+  return "session";
 }

@@ -7,7 +7,14 @@ import {
   type DescMessage,
 } from "@bufbuild/protobuf";
 import type { Contract, HttpBinding, RpcMethod } from "../rpc/contract.js";
-import { ERRORS, OAUTH_ERROR_CODES, V1_ERROR_CODES, V1_OTHER_CODES } from "../errors.js";
+import {
+  ERRORS,
+  OAUTH_ERROR_CODES,
+  V1_ERROR_CODES,
+  V1_OTHER_CODES,
+  V2_ERROR_CODES,
+  V2_ERROR_TYPES,
+} from "../errors.js";
 import { CALLERS, declared, SUCCESS_STATUSES, type CallerKind } from "../rpc/surface.js";
 
 /**
@@ -23,6 +30,9 @@ type Json = Record<string, unknown>;
 
 /** V1 services: deprecated, `{code, message, doc_url}` errors, API key authentication. */
 const V1_SERVICES = new Set(["ringfence.lookup.v1.LookupService", "ringfence.verify.v1.VerifyService"]);
+
+/** V2 services: `{code, message, type, request_id}` errors, the API key as a bearer token. */
+const V2_SERVICES = new Set(["ringfence.lookup.v2.LookupService", "ringfence.verify.v2.VerificationService"]);
 
 /** The security scheme of each kind of caller (src/rpc/surface.ts). */
 const SCHEME: Record<CallerKind, string> = {
@@ -261,13 +271,19 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
           };
     const family = V1_SERVICES.has(service)
       ? "V1Error"
-      : method === "CreateToken"
-        ? "OAuthError"
-        : "SessionError";
+      : V2_SERVICES.has(service)
+        ? "V2Error"
+        : method === "CreateToken"
+          ? "OAuthError"
+          : "SessionError";
     // The token endpoint authenticates its client itself (HTTP Basic, or both in the form).
     const kind = declared<CallerKind>(CALLERS, service, method);
     const security =
-      method === "CreateToken" ? ["clientBasic"] : kind === undefined ? undefined : [SCHEME[kind]];
+      method === "CreateToken"
+        ? ["clientBasic"]
+        : kind === undefined
+          ? undefined
+          : [V2_SERVICES.has(service) ? "apiKeyBearer" : SCHEME[kind]];
     return {
       operationId: index === 0 ? `${short}_${method}` : `${short}_${method}_${index + 1}`,
       tags: [short],
@@ -294,7 +310,7 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
       title: "Ringfence",
       version: options.version ?? packageVersion(),
       description:
-        "Phone verification (V1, deprecated) and session authentication. Generated from the protos' google.api.http annotations by `npm run generate`; the same calls exist over gRPC (see x-grpc-method).",
+        "Phone verification (V2, and V1 deprecated), lookup and session authentication. Generated from the protos' google.api.http annotations by `npm run generate`; the same calls exist over gRPC (see x-grpc-method).",
     },
     tags: [...new Set(methods.map((m) => m.path.split("/")[1]?.split(".").at(-1) ?? ""))]
       .sort()
@@ -303,6 +319,7 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
     components: {
       securitySchemes: {
         apiKey: { type: "apiKey", in: "header", name: "x-api-key", description: "A V1 account's API key" },
+        apiKeyBearer: { type: "http", scheme: "bearer", description: "An account's API key (V2)" },
         sessionToken: {
           type: "http",
           scheme: "bearer",
@@ -325,6 +342,17 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
             code: { type: "string", enum: [...V1_ERROR_CODES, ...V1_OTHER_CODES] },
             message: { type: "string" },
             doc_url: { type: "string", format: "uri" },
+          },
+        },
+        V2Error: {
+          type: "object",
+          required: ["code", "message", "type", "request_id"],
+          properties: {
+            code: { type: "string", enum: [...V2_ERROR_CODES] },
+            message: { type: "string" },
+            type: { type: "string", enum: [...new Set(Object.values(V2_ERROR_TYPES))] },
+            request_id: { type: "string" },
+            param: { type: "string", description: "The request field at fault, when one is" },
           },
         },
         SessionError: {

@@ -235,7 +235,7 @@ async function run(
     });
     return { ok: true, response, headers };
   } catch (err) {
-    const error = toWire(err, binding.dialectOf(method), deps.docsUrl);
+    const error = toWire(err, binding.dialectOf(method), deps.docsUrl, call.requestId);
     if (isRedisUnavailable(err)) {
       // An outage, answered 503 and reported by the health watchdog: not a failure of this call.
       deps.log.warn("call failed: redis unavailable", {

@@ -7,6 +7,21 @@ export const V1_SUNSET = "Wed, 01 Apr 2026 00:00:00 GMT";
 
 export type V1Successor = "lookup" | "verify";
 
+/**
+ * Where each V1 API's successor lives, as the `Link` of every V1 answer names it (RFC 8288; a
+ * reference relative to the V1 URL, so it points to the same host whatever it is called).
+ * A lookup's answer names the V2 path of its own number (see lookupSuccessorLink).
+ */
+export const V1_SUCCESSORS: Readonly<Record<V1Successor, string>> = {
+  verify: "/v2/verification",
+  lookup: "/v2/lookup",
+};
+
+/** The `Link` header naming a V1 call's successor path. */
+export function successorLink(path: string): string {
+  return `<${path}>; rel="successor-version"`;
+}
+
 /** How every V1 service answers: V1 error bodies, deprecation headers, and 410 once switched off. */
 export function v1ServiceOptions(
   config: { DOCS_URL: string; V1_AFTER_SUNSET: "serve" | "gone" },
@@ -17,7 +32,7 @@ export function v1ServiceOptions(
     headers: {
       deprecation: V1_DEPRECATION,
       sunset: V1_SUNSET,
-      link: `<${config.DOCS_URL}/v2/${successor}>; rel="successor-version"`,
+      link: successorLink(V1_SUCCESSORS[successor]),
     },
     guard: () => {
       if (config.V1_AFTER_SUNSET === "gone") {

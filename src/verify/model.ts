@@ -26,9 +26,12 @@ export const DEVICE_TYPES = ["IOS", "ANDROID", "WEB"] as const;
 export const FEEDBACK_STATUSES = ["onboarded", "not_onboarded"] as const;
 export const EVENT_TYPES = ["authentication", "attempt", "delivery_status"] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
+/** Event types of V2 verifications (docs/v2-api.md#webhooks). */
+export const V2_EVENT_TYPES = ["verify.authentication", "verify.attempt", "verify.delivery_status"] as const;
+export type V2EventType = (typeof V2_EVENT_TYPES)[number];
 
 /** Webhook envelope of an authentication's events; the payload never holds a code. */
-export type Envelope = WebhookEnvelope<EventType, Record<string, unknown>>;
+export type Envelope = WebhookEnvelope<EventType | V2EventType, Record<string, unknown>>;
 
 const optionalText = (max: number) => z.string().max(max, `must be at most ${max} characters`);
 

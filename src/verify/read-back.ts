@@ -25,10 +25,10 @@ export const BALANCE_UPDATE_TYPES = ["attempt"] as const;
 export const ATTEMPT_CAPABILITY = "text";
 
 type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
-type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /** A provider's delivery receipt state in the original API's words. */
-const DELIVERY_STATUS: Readonly<Record<DeliveryState, DeliveryStatus>> = {
+export const DELIVERY_STATUS: Readonly<Record<DeliveryState, DeliveryStatus>> = {
   accepted: "in_transit",
   delivered: "delivered",
   failed: "undeliverable",

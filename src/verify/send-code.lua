@@ -3,7 +3,8 @@
 -- KEYS: 1 account, 2 month spend, 3 auth, 4 events, 5 hook, 6 webhook pending set,
 --       7 per-number window, 8 per-IP window, 9 per-device window, 10 per-account window,
 --       11 numbers per IP, 12 numbers per device, 13 sends into the number's range,
---       14 the customer's holds (sorted set by deadline), 15 this send's hold
+--       14 the customer's holds (sorted set by deadline), 15 this send's hold,
+--       16 the number's V2 target index (written when a.indexTarget and the send is pending)
 -- ARGV[1]: JSON, see store.ts (SendArgs). window.lua and hold.lua are prepended.
 -- Returns the status (pending | rate_limited | spam_detected; a refusal followed by `:` and the
 -- setting of the rule that refused it, e.g. `rate_limited:RATE_LIMIT_NUMBER`), `stale` when run too late to
@@ -86,8 +87,14 @@ if type(a.hook) == 'table' then
   stream_set_hook(KEYS[5], a.hook.url, a.hook.secretRef)
   redis.call('PEXPIREAT', KEYS[5], a.keepUntil)
 end
-stream_append(KEYS[4], KEYS[5], KEYS[6], a.events[status])
+-- An API may record no event for a status (V2 records none for a refused creation).
+if a.events[status] ~= '' then
+  stream_append(KEYS[4], KEYS[5], KEYS[6], a.events[status])
+  redis.call('PEXPIREAT', KEYS[4], a.keepUntil)
+end
 redis.call('PEXPIREAT', KEYS[3], a.keepUntil)
-redis.call('PEXPIREAT', KEYS[4], a.keepUntil)
+if a.indexTarget and status == 'pending' then
+  redis.call('SET', KEYS[16], a.authUuid, 'PXAT', a.fields.expires_at_ms)
+end
 if refused_by then return status .. ':' .. refused_by end
 return status

@@ -3,6 +3,7 @@ import { LuaScript } from "../redis/client.js";
 import { RingfenceError } from "../errors.js";
 import { outboxKeys, STREAM_LIBRARY, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
+import type { VerifyApi } from "./events.js";
 import { checkCode, WINDOW_LIBRARY, type CheckStatus } from "../otp/code.js";
 
 const HOLD_LIBRARY = new URL("./hold.lua", import.meta.url);
@@ -62,6 +63,7 @@ export interface AuthKeys {
 /** What the send script needs; see send-code.lua. */
 export interface SendArgs {
   now: number;
+  authUuid: string;
   phone: string;
   member: string;
   /** The static spam setting that refuses the number (SPAM_LINE_TYPES, SPAM_DISPOSABLE), or false. */
@@ -75,8 +77,13 @@ export interface SendArgs {
   limits: { number: Window | null; ip: Window | null; device: Window | null; account: Window | null };
   spam: { ipNumbers: Window | null; deviceNumbers: Window | null; range: Window | null };
   authentication: NewAuthentication;
-  /** The `authentication` event for each status the script may decide. */
+  /** The `authentication` event for each status the script may decide ("": none). */
   events: Record<"pending" | "rate_limited" | "spam_detected", string>;
+  /**
+   * Whether a pending authentication becomes its number's running verification (the V2 target
+   * index, see `targetKey`), until `expiresAtMs`.
+   */
+  indexTarget: boolean;
   hook: { url: string; secretRef: string } | null;
 }
 
@@ -103,6 +110,8 @@ export interface Signals {
 
 /** What a new authentication is stored with; its status and code come from send-code.lua. */
 export interface NewAuthentication {
+  /** The API that created it: its events and answers take that API's shapes. */
+  api: VerifyApi;
   customerUuid: string;
   phoneNumber: string;
   countryCode: string;
@@ -117,6 +126,8 @@ export interface NewAuthentication {
   callbackUrl: string;
   /** The price of one message to this number when it was created, in millionths. */
   priceMicros: number;
+  /** Digits of its codes (V2 `code_size`; V1 the service's OTP_LENGTH). */
+  codeLength: number;
   signals: Signals;
 }
 
@@ -133,6 +144,7 @@ export interface StoredAuthentication extends NewAuthentication {
 function encodeAuthentication(a: NewAuthentication): Record<string, string> {
   const s = a.signals;
   return {
+    api: a.api,
     customer_uuid: a.customerUuid,
     phone_number: a.phoneNumber,
     country_code: a.countryCode,
@@ -150,6 +162,7 @@ function encodeAuthentication(a: NewAuthentication): Record<string, string> {
     app_realm: a.appRealm,
     callback_url: a.callbackUrl,
     price_micros: String(a.priceMicros),
+    code_length: String(a.codeLength),
     ip: s.ip,
     device_id: s.deviceId,
     device_type: s.deviceType,
@@ -165,6 +178,8 @@ function decodeAuthentication(h: Record<string, string>): StoredAuthentication |
   const n = (v: string | undefined) => Number(v ?? "0");
   const text = (v: string | undefined) => v ?? "";
   return {
+    // Rows stored before V2 existed are V1's.
+    api: h.api === "v2" ? "v2" : "v1",
     customerUuid: h.customer_uuid,
     phoneNumber: text(h.phone_number),
     countryCode: text(h.country_code),
@@ -184,6 +199,7 @@ function decodeAuthentication(h: Record<string, string>): StoredAuthentication |
     appRealm: text(h.app_realm),
     callbackUrl: text(h.callback_url),
     priceMicros: n(h.price_micros),
+    codeLength: n(h.code_length),
     signals: {
       ip: text(h.ip),
       deviceId: text(h.device_id),
@@ -228,6 +244,25 @@ export class VerifyStore {
       deviceNumbers: keys.key("spam", tag, "devnums", p.device),
       range: keys.key("spam", tag, "range", p.range),
     };
+  }
+
+  /**
+   * The V2 target index: the uuid of the number's running verification (docs/v2-api.md#create),
+   * written by the send script, expiring with it.
+   */
+  targetKey(customer: string, phone: string): string {
+    return this.keys.key("v2target", customer, phone);
+  }
+
+  /** The authentication running for a V2 target, with its row; undefined when none is. */
+  async runningFor(
+    customer: string,
+    phone: string,
+  ): Promise<{ authUuid: string; auth: StoredAuthentication } | undefined> {
+    const authUuid = await this.redis.get(this.targetKey(customer, phone));
+    if (authUuid === null) return undefined;
+    const auth = decodeAuthentication(await this.redis.hgetall(this.authKeys(customer, authUuid).auth));
+    return auth === undefined ? undefined : { authUuid, auth };
   }
 
   /** The index of customers that may have holds: one well-known key, outside any customer's slot. */
@@ -283,6 +318,7 @@ export class VerifyStore {
     const keys = [k.account, k.spend, k.auth, k.events, k.hook, k.pending, k.number, k.ip, k.device];
     keys.push(k.accountWindow, k.ipNumbers, k.deviceNumbers, k.range);
     keys.push(this.holdsKey(place.customer), this.holdKey(place.customer, hold.id));
+    keys.push(this.targetKey(place.customer, place.phone));
     const release = JSON.stringify(this.releaseKeys(place, "send"));
     const { authentication, ...rest } = args;
     const fields = encodeAuthentication(authentication);
@@ -361,14 +397,20 @@ export class VerifyStore {
       now: number;
       codeHash: string;
       maxChecks: number;
-      events: Record<"valid" | "invalid", CorrelatedEnvelope>;
+      /** The event each comparison records; none when undefined. */
+      events: Record<"valid" | "invalid", CorrelatedEnvelope> | undefined;
     },
   ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean }> {
     const k = this.authKeys(customer, auth);
     const { events, ...rest } = args;
     return checkCode(
       this.redis,
-      { challenge: k.auth, events: { list: k.events, hook: k.hook, pending: k.pending, ...events } },
+      {
+        challenge: k.auth,
+        ...(events === undefined
+          ? {}
+          : { events: { list: k.events, hook: k.hook, pending: k.pending, ...events } }),
+      },
       rest,
     );
   }
@@ -422,9 +464,28 @@ export class VerifyStore {
     return { auth: row, events: events.map((e) => JSON.parse(e) as Envelope) };
   }
 
-  /** The correlation_id given at creation ("" when none, or no such authentication). */
-  async correlationId(customer: string, auth: string): Promise<string> {
-    return (await this.redis.hget(this.authKeys(customer, auth).auth, "correlation_id")) ?? "";
+  /**
+   * What a delivery receipt's event says of its authentication: the API that created it, its
+   * number, price and correlation_id; undefined once it has expired.
+   */
+  async receiptFacts(
+    customer: string,
+    auth: string,
+  ): Promise<{ api: VerifyApi; phone: string; priceMicros: number; correlationId: string } | undefined> {
+    const [api, phone, price, correlationId] = await this.redis.hmget(
+      this.authKeys(customer, auth).auth,
+      "api",
+      "phone_number",
+      "price_micros",
+      "correlation_id",
+    );
+    if (phone === null || phone === undefined) return undefined;
+    return {
+      api: api === "v2" ? "v2" : "v1",
+      phone,
+      priceMicros: Number(price ?? "0"),
+      correlationId: correlationId ?? "",
+    };
   }
 
   /** Remembers which authentication a provider's message id belongs to, for delivery receipts. */

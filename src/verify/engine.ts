@@ -1,0 +1,431 @@
+import { createHash, randomUUID } from "node:crypto";
+import { hashCode as hashOtp, newCode } from "../otp/code.js";
+import { RingfenceError } from "../errors.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { OutboundGuard } from "../net/outbound.js";
+import type { Secrets } from "../crypto/secrets.js";
+import type { AccountStore } from "../accounts/store.js";
+import type { StoredAccount } from "../accounts/account.js";
+import { ACCOUNT_SECRET_KIND } from "../accounts/account.js";
+import type { LookupDataSource } from "../lookup/lookup-data.js";
+import { describeNumber, parseE164, type ParsedNumber } from "../lookup/numbers.js";
+import { staticSpamRule } from "../lookup/spam.js";
+import { limitSubject } from "../net/cidr.js";
+import { noteRefusal } from "../observability/calls.js";
+import type { Metrics } from "../observability/metrics.js";
+import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
+import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
+import type { OutgoingSms } from "../messaging/provider.js";
+import { secretRef } from "../webhooks/stream.js";
+import type { AuthenticationStatus, CheckStatus, Envelope, RetryStatus } from "./model.js";
+import type { Hold, SendPlace, Signals, StoredAuthentication, VerifyStore } from "./store.js";
+import { EVENT_SHAPES, type EventFacts, type VerifyApi } from "./events.js";
+import { holdSpanMs, outcomeUnknown, settleHold, STALE_AFTER_MS, unavailable } from "./holds.js";
+
+export interface VerifyDeps {
+  config: Config;
+  log: Logger;
+  accounts: AccountStore;
+  secrets: Secrets;
+  lookupData: LookupDataSource;
+  store: VerifyStore;
+  sms: SmsProvider;
+  /** Starts webhook delivery of an events list (the outbox of src/webhooks). */
+  webhooks: { kick(list: string): Promise<void> };
+  /** Checks callback_url: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
+  outbound: Pick<OutboundGuard, "checkUrl" | "refusal">;
+  /** Counts what accounts are charged (the spend metric). */
+  metrics: Pick<Metrics, "charged">;
+  now?: () => number;
+}
+
+const RETENTION_MS = 7 * 86_400_000;
+
+/** A first code for a number, as V1's create and V2's create ask for it (already validated). */
+export interface SendRequest {
+  api: VerifyApi;
+  phone: ParsedNumber;
+  /** The user's IP address ("" when not given); IPv6 addresses are limited by their /64. */
+  ip: string;
+  deviceId: string;
+  signals: Signals;
+  /** BCP-47; "" lets the number's country choose. */
+  locale: string;
+  templateId: string;
+  /** The sender ID, already checked to be the account's; "" for SMS_FROM. */
+  senderId: string;
+  appRealm: string;
+  callbackUrl: string;
+  correlationId: string;
+  codeLength: number;
+}
+
+export interface SendOutcome {
+  authUuid: string;
+  status: AuthenticationStatus;
+  /** The setting of the rule that refused the send, when one did. */
+  refusedBy?: string | undefined;
+  createdAt: string;
+  expiresAt: string;
+}
+
+export interface RetryOutcome {
+  status: RetryStatus;
+  retries: number;
+  nextRetryAtMs: number;
+  refusedBy?: string | undefined;
+}
+
+/**
+ * The verification engine under V1 and V2: one code store, one set of windows and spam rules,
+ * one balance, one webhook outbox. The APIs validate their own input and shape their own
+ * answers; what a number may receive is decided here, whichever API asks.
+ */
+export class VerifyEngine {
+  private readonly now: () => number;
+  /** Names this instance in the holds it records (for the logs of a recovery). */
+  private readonly owner = randomUUID();
+
+  constructor(readonly deps: VerifyDeps) {
+    this.now = deps.now ?? Date.now;
+  }
+
+  private hashCode(auth: string, code: string): string {
+    return hashOtp(this.deps.secrets, auth, code);
+  }
+
+  priceFor(country: string): number {
+    const prices = this.deps.config.SMS_PRICES;
+    return prices[country] ?? prices.default ?? 0;
+  }
+
+  /** What the events of an authentication to `phone` say of it. */
+  private async facts(
+    api: VerifyApi,
+    authUuid: string,
+    phone: ParsedNumber,
+    correlationId: string,
+    priceMicros: number,
+  ): Promise<EventFacts> {
+    const network = api === "v2" ? await describeNumber(phone) : undefined;
+    return {
+      authUuid,
+      phone: phone.e164,
+      correlationId,
+      priceMicros,
+      currency: this.deps.config.SMS_CURRENCY,
+      network: network === undefined ? undefined : { mcc: network.mcc, mnc: network.mnc },
+    };
+  }
+
+  /** Decides, charges and sends a first code: the windows, spam rules and balance say whether. */
+  async send(account: StoredAccount, req: SendRequest): Promise<SendOutcome> {
+    const { config, store } = this.deps;
+    const phone = req.phone;
+    const staticSpam = (await staticSpamRule(config, this.deps.lookupData, phone)) ?? false;
+    const t = this.now();
+    const authUuid = randomUUID();
+    const code = newCode(req.codeLength);
+    const locale = resolveLocale(req.locale === "" ? undefined : req.locale, phone.countryCode);
+    const from = req.senderId === "" ? config.SMS_FROM : req.senderId;
+    const message = renderOtpSms({
+      code,
+      locale,
+      templateId: req.templateId === "" ? undefined : req.templateId,
+      customTemplates: account.templates,
+      lifetimeMinutes: Math.ceil(config.OTP_TTL_SECONDS / 60),
+      appRealm: req.appRealm === "" ? undefined : req.appRealm,
+    });
+    const createdAt = new Date(t).toISOString();
+    const expiresMs = t + config.OTP_TTL_SECONDS * 1000;
+    const expiresAt = new Date(expiresMs).toISOString();
+    const price = this.priceFor(phone.countryCode);
+    const shapes = EVENT_SHAPES[req.api];
+    const facts = await this.facts(req.api, authUuid, phone, req.correlationId, price);
+    const created = (status: AuthenticationStatus) => shapes.created(facts, status, createdAt, expiresAt);
+    const ip = req.ip === "" ? "" : limitSubject(req.ip);
+    const place = sendPlace(account.customerUuid, authUuid, phone, ip, req.deviceId, config, t);
+    const sms = {
+      to: phone.e164,
+      from,
+      body: message.body,
+      locale: message.locale,
+      reference: `${authUuid}.1`,
+    };
+
+    const { status, refusedBy } = await store.send(
+      place,
+      {
+        now: t,
+        authUuid,
+        phone: phone.e164,
+        member: `${authUuid}:1`,
+        staticSpam,
+        hasIp: ip !== "",
+        hasDevice: req.deviceId !== "",
+        price,
+        codeHash: this.hashCode(authUuid, code),
+        retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
+        keepUntil: expiresMs + RETENTION_MS,
+        limits: {
+          number: config.RATE_LIMIT_NUMBER,
+          ip: config.RATE_LIMIT_IP,
+          device: config.RATE_LIMIT_DEVICE,
+          account: config.RATE_LIMIT_ACCOUNT,
+        },
+        spam: {
+          ipNumbers: config.SPAM_IP_NUMBERS,
+          deviceNumbers: config.SPAM_DEVICE_NUMBERS,
+          range: config.SPAM_RANGE_BURST,
+        },
+        authentication: {
+          api: req.api,
+          customerUuid: account.customerUuid,
+          phoneNumber: phone.e164,
+          countryCode: phone.countryCode,
+          createdAt,
+          expiresAt,
+          expiresAtMs: expiresMs,
+          correlationId: req.correlationId,
+          locale: message.locale,
+          templateId: message.templateId,
+          from,
+          appRealm: req.appRealm,
+          callbackUrl: req.callbackUrl,
+          priceMicros: price,
+          codeLength: req.codeLength,
+          signals: req.signals,
+        },
+        events: {
+          pending: created("pending"),
+          rate_limited: created("rate_limited"),
+          spam_detected: created("spam_detected"),
+        },
+        indexTarget: req.api === "v2",
+        hook:
+          req.callbackUrl === ""
+            ? null
+            : { url: req.callbackUrl, secretRef: secretRef(ACCOUNT_SECRET_KIND, account.customerUuid) },
+      },
+      this.holdArgs(sms),
+    );
+    if (status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
+    if (refusedBy !== undefined) noteRefusal(refusedBy);
+
+    if (status === "pending") {
+      await this.deliver(
+        store.holdOf(place, sms.reference, "send"),
+        sms,
+        1,
+        shapes.sent(facts, 1, "send", new Date(this.now()).toISOString()),
+      );
+      // Settled: the provider took the message, so the charge stands.
+      this.deps.metrics.charged(phone.countryCode, price);
+    }
+    if (req.callbackUrl !== "") await this.kick(store.authKeys(account.customerUuid, authUuid).events);
+    return { authUuid, status, refusedBy, createdAt, expiresAt };
+  }
+
+  /** Sends a new code that replaces the previous one, under the retry rules and the number's windows. */
+  async retry(account: StoredAccount, authUuid: string, auth: StoredAuthentication): Promise<RetryOutcome> {
+    const { config, store } = this.deps;
+    const phone = parseE164(auth.phoneNumber);
+    if (phone === undefined) throw new RingfenceError("internal_server_error", "stored number is unreadable");
+
+    const t = this.now();
+    const code = newCode(auth.codeLength > 0 ? auth.codeLength : config.OTP_LENGTH);
+    const message = renderOtpSms({
+      code,
+      locale: auth.locale,
+      templateId: auth.templateId === "" ? undefined : auth.templateId,
+      customTemplates: account.templates,
+      lifetimeMinutes: Math.max(1, Math.ceil((auth.expiresAtMs - t) / 60_000)),
+      appRealm: auth.appRealm === "" ? undefined : auth.appRealm,
+    });
+    const attempt = auth.attempts + 1;
+    const price = this.priceFor(phone.countryCode);
+    const place = sendPlace(account.customerUuid, authUuid, phone, "", "", config, t);
+    const sms = {
+      to: phone.e164,
+      from: auth.from,
+      body: message.body,
+      locale: message.locale,
+      reference: `${authUuid}.${attempt}`,
+    };
+    const r = await store.retry(
+      place,
+      {
+        now: t,
+        codeHash: this.hashCode(authUuid, code),
+        maxRetries: config.OTP_MAX_RETRIES,
+        retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
+        price,
+        member: `${authUuid}:${attempt}`,
+        limits: { number: config.RATE_LIMIT_NUMBER, account: config.RATE_LIMIT_ACCOUNT },
+      },
+      this.holdArgs(sms),
+    );
+    if (r.status === "not_found") throw unknownAuthentication();
+    if (r.status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
+    if (r.refusedBy !== undefined) noteRefusal(r.refusedBy);
+    if (r.status === "approved") {
+      const facts = await this.facts(auth.api, authUuid, phone, auth.correlationId, price);
+      const hooked = await this.deliver(
+        store.holdOf(place, sms.reference, "retry"),
+        sms,
+        attempt,
+        EVENT_SHAPES[auth.api].sent(facts, attempt, "retry", new Date(this.now()).toISOString()),
+      );
+      this.deps.metrics.charged(phone.countryCode, price);
+      if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events);
+    }
+    return { status: r.status, retries: r.retries, nextRetryAtMs: r.nextRetryAtMs, refusedBy: r.refusedBy };
+  }
+
+  /** Compares a code, at most OTP_MAX_CHECKS times per authentication; `not_found` when none. */
+  async check(
+    account: StoredAccount,
+    authUuid: string,
+    code: string,
+    api: VerifyApi,
+  ): Promise<CheckStatus | "not_found"> {
+    const { store, config } = this.deps;
+    const t = this.now();
+    const at = new Date(t).toISOString();
+    const shapes = EVENT_SHAPES[api];
+    const valid = shapes.checked(authUuid, "valid", at);
+    const invalid = shapes.checked(authUuid, "invalid", at);
+    const { status, hooked } = await store.check(account.customerUuid, authUuid, {
+      now: t,
+      codeHash: this.hashCode(authUuid, code),
+      maxChecks: config.OTP_MAX_CHECKS,
+      events: valid === undefined || invalid === undefined ? undefined : { valid, invalid },
+    });
+    if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events);
+    return status;
+  }
+
+  /** Turns a delivery receipt into its authentication's event, in its API's shape. */
+  async recordReceipt(receipt: DeliveryReceipt): Promise<void> {
+    const { store, log } = this.deps;
+    const owner = await store.messageOwner(receipt.providerId);
+    if (owner === undefined) {
+      log.warn("delivery receipt for an unknown message", { providerId: receipt.providerId });
+      return;
+    }
+    // An expired authentication has nothing left to record against.
+    const known = await store.receiptFacts(owner.customer, owner.auth);
+    if (known === undefined) return;
+    const phone = parseE164(known.phone);
+    if (phone === undefined) return;
+    const facts = await this.facts(known.api, owner.auth, phone, known.correlationId, known.priceMicros);
+    const { hooked } = await store.appendEvent(
+      owner.customer,
+      owner.auth,
+      EVENT_SHAPES[known.api].receipt(facts, owner.attempt, receipt),
+    );
+    if (hooked) await this.kick(store.authKeys(owner.customer, owner.auth).events);
+  }
+
+  /** The hold arguments of a send or retry issued now, its message sealed (it holds the code). */
+  private holdArgs(sms: OutgoingSms) {
+    const issuedAt = Date.now();
+    return {
+      id: sms.reference,
+      issuedAt,
+      staleMs: STALE_AFTER_MS,
+      deadline: issuedAt + holdSpanMs(this.deps.config),
+      sealed: this.deps.secrets.encrypt(JSON.stringify(sms)),
+      owner: this.owner,
+    };
+  }
+
+  /**
+   * Sends one held message. Accepted: the hold is committed (the charge stands; in the
+   * background if Redis does not answer), the message id remembered for delivery receipts and
+   * the `sent` event recorded, all three in one round trip, and the call succeeds. Refused: the
+   * hold is released (refund, windows freed) and the call fails. No answer: the hold stays for
+   * the recovery, which re-sends with the same reference and charges by the answer; the caller
+   * gets 503. Answers whether the event awaits webhook delivery.
+   */
+  private async deliver(hold: Hold, sms: OutgoingSms, attempt: number, sent: Envelope): Promise<boolean> {
+    const { store, log } = this.deps;
+    let providerId: string;
+    try {
+      ({ providerId } = await this.deps.sms.send(sms));
+    } catch (err) {
+      const error = err instanceof Error ? err.message : String(err);
+      if (outcomeUnknown(err)) {
+        log.warn("sms outcome unknown; held for recovery", { reference: sms.reference, error });
+        throw unavailable("the provider did not answer; the message is charged only if it was accepted");
+      }
+      await settleHold(store, log, hold, "release");
+      log.error("sms not accepted", { provider: this.deps.sms.name, reference: sms.reference, error });
+      if (err instanceof RingfenceError) throw err;
+      throw new RingfenceError("internal_server_error", "the message could not be sent; nothing was charged");
+    }
+    const auth = hold.id.split(".")[0] ?? "";
+    const [, , hooked] = await Promise.all([
+      settleHold(store, log, hold, "commit"),
+      store.rememberMessage(providerId, { customer: hold.customer, auth, attempt }).catch((err: unknown) => {
+        log.warn("message id not remembered", { error: String(err) });
+      }),
+      this.afterSent(hold.customer, auth, sent),
+    ]);
+    return hooked;
+  }
+
+  /** Records an event after the message went out; a failure must not fail the call. */
+  private async afterSent(customerUuid: string, authUuid: string, event: Envelope): Promise<boolean> {
+    try {
+      return (await this.deps.store.appendEvent(customerUuid, authUuid, event)).hooked;
+    } catch (err) {
+      this.deps.log.warn("attempt event not recorded", {
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return false;
+    }
+  }
+
+  /**
+   * Starts delivery of an authentication's webhook events. A failure here must not fail the call:
+   * the events are recorded, and the outbox's recovery sweep delivers them later.
+   */
+  private async kick(list: string): Promise<void> {
+    try {
+      await this.deps.webhooks.kick(list);
+    } catch (err) {
+      this.deps.log.warn("webhook delivery not started; the sweep will", {
+        error: err instanceof Error ? err.message : String(err),
+      });
+    }
+  }
+}
+
+export function unknownAuthentication(): RingfenceError {
+  return new RingfenceError(
+    "no_associated_auth_found",
+    "no authentication of this customer has this authentication_uuid",
+  );
+}
+
+function sendPlace(
+  customer: string,
+  auth: string,
+  phone: ParsedNumber,
+  ip: string,
+  deviceId: string,
+  config: Config,
+  t: number,
+): SendPlace {
+  return {
+    customer,
+    auth,
+    phone: phone.e164,
+    ip: ip === "" ? "-" : ip,
+    device: deviceId === "" ? "-" : createHash("sha256").update(deviceId).digest("hex").slice(0, 32),
+    range: phone.e164.slice(0, -config.SPAM_RANGE_DIGITS),
+    month: new Date(t).toISOString().slice(0, 7),
+  };
+}
