@@ -264,6 +264,12 @@ describe("V2 verify and lookup APIs", () => {
           "options.sender_id",
         ],
         [
+          () => create(freshNumber(), { options: { template_id: "nope" } }),
+          400,
+          "invalid_template_id",
+          "options.template_id",
+        ],
+        [
           () => create(freshNumber(), { options: { locale: "not a locale" } }),
           400,
           "invalid_locale",

@@ -4,6 +4,7 @@ import { startTestApp, type TestApp } from "./support/app.js";
 import { FakeSmsc, eventually, messageText } from "./support/fake-smsc.js";
 import { Receiver } from "./support/receivers.js";
 import { postSend } from "./support/v1.js";
+import { rest } from "./support/rest.js";
 
 type Json = Record<string, unknown>;
 
@@ -76,5 +77,58 @@ describe("V1 verification over SMPP", () => {
 
     const types = received.filter((x) => x.body.includes(auth)).map((x) => (JSON.parse(x.body) as Json).type);
     expect(types).to.deep.equal(["authentication", "attempt", "delivery_status"]);
+  });
+
+  it("turns the receipt of a V2 verification's message into a verify.delivery_status naming its attempt", async () => {
+    const { apiKey, webhookSecret } = await app.registry.accounts.create({
+      name: "Smpp V2",
+      balanceMicros: 1_000_000,
+      spendingLimitMicros: 1_000_000,
+      features: [],
+      regions: [],
+    });
+    const created = await rest(app.baseUrl).post(
+      "/v2/verification",
+      {
+        target: { type: "phone_number", value: "+33612345670" },
+        options: { callback_url: hooks.url },
+        metadata: { correlation_id: "smpp-2" },
+      },
+      { authorization: `Bearer ${apiKey}` },
+    );
+    expect(created.body.status).to.equal("success");
+    const id = String(created.body.id);
+    await eventually(() => smsc.submits.length === 2);
+    await smsc.deliver({
+      source_addr: "33612345670",
+      destination_addr: "Ringfence",
+      esm_class: 0x04,
+      short_message:
+        "id:msg-2 sub:001 dlvrd:001 submit date:2611211200 done date:2611211201 stat:DELIVRD err:000 text:",
+      receipted_message_id: "msg-2",
+      message_state: 2,
+    });
+    const received = await hooks.until((r) => r.filter((x) => x.body.includes(id)).length >= 3);
+    const events = received
+      .filter((x) => x.body.includes(id))
+      .map((x) => {
+        expect(verifyWebhook(webhookSecret, x.body, String(x.headers["x-webhook-signature"]))).to.equal(true);
+        return JSON.parse(x.body) as { type: string; payload: Json };
+      });
+    expect(events.map((e) => e.type)).to.deep.equal([
+      "verify.authentication",
+      "verify.attempt",
+      "verify.delivery_status",
+    ]);
+    const [, attempt, delivery] = events;
+    expect(delivery?.payload).to.deep.include({
+      attempt_id: attempt?.payload.id,
+      verification_id: id,
+      status: "delivered",
+      target: { type: "phone_number", value: "+33612345670" },
+      metadata: { correlation_id: "smpp-2" },
+      carrier_information: { mcc: "208", mnc: "09" },
+    });
+    expect(delivery?.payload.id).to.match(/^dls_/);
   });
 });

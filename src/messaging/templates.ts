@@ -123,6 +123,11 @@ export interface RenderedSms {
   templateId: string;
 }
 
+/** Whether a template id names one of the account's variants or a built-in template. */
+export function isKnownTemplate(templateId: string, custom: Readonly<Record<string, unknown>> = {}): boolean {
+  return Object.hasOwn(custom, templateId) || Object.hasOwn(BUILT_IN, templateId);
+}
+
 /**
  * The OTP message. The text is looked up by template id (account templates first, then built-in)
  * for the locale's language, then the template's English text, then the `default` template. With
@@ -145,7 +150,7 @@ export function renderOtpSms(input: OtpSmsInput): RenderedSms {
   }
   const templateId =
     input.templateId === undefined || input.templateId === "" ? DEFAULT_TEMPLATE_ID : input.templateId;
-  if (!Object.hasOwn(custom, templateId) && !Object.hasOwn(BUILT_IN, templateId)) {
+  if (!isKnownTemplate(templateId, custom)) {
     throw badField("template_id", `unknown template ${quote(templateId)}`, "invalid_template_id");
   }
   const locale = canonicalOrFallback(input.locale);

@@ -10,7 +10,7 @@ import type {
   Target,
   VerificationServiceService,
 } from "../gen/ringfence/verify/v2/verification_service.js";
-import { isAppRealm, isBcp47 } from "../messaging/templates.js";
+import { isAppRealm, isBcp47, isKnownTemplate } from "../messaging/templates.js";
 import { httpUrlField, phoneInRegions } from "../net/validate.js";
 import type { ParsedNumber } from "../lookup/numbers.js";
 import type { VerifyEngine } from "./engine.js";
@@ -292,6 +292,13 @@ function checkOptions(
         "invalid_app_realm_value",
       );
     }
+  }
+  if (options.templateId !== "" && !isKnownTemplate(options.templateId, account.templates)) {
+    throw badField(
+      "options.template_id",
+      `${quote(options.templateId)} is not a template of this account`,
+      "invalid_template_id",
+    );
   }
   if (options.senderId !== "" && !account.senderIds.includes(options.senderId)) {
     throw badField(
