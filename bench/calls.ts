@@ -12,9 +12,11 @@ export interface Fixture {
   scope: string;
   /** Numbers for lookups, half of them with operator data imported. */
   lookupNumbers: string[];
+  /** Numbers with a running V2 verification, for V2 checks. */
+  v2Numbers: string[];
 }
 
-export type Call = "token" | "lookup" | "send" | "check" | "readback";
+export type Call = "token" | "lookup" | "send" | "check" | "readback" | "v2lookup" | "v2check";
 
 /** One REST request, as autocannon takes it. */
 export interface RestRequest {
@@ -105,7 +107,31 @@ export function restRequest(p: RestPlan, i: number): RestRequest {
       };
     case "readback":
       return { method: "GET", path: `/v1/authentication/${auth()}`, headers: { "x-api-key": f.apiKey } };
+    case "v2lookup":
+      return {
+        method: "GET",
+        path: `/v2/lookup/${encodeURIComponent(f.lookupNumbers[i % f.lookupNumbers.length] ?? "")}`,
+        headers: { authorization: `Bearer ${f.apiKey}` },
+      };
+    case "v2check":
+      return {
+        method: "POST",
+        path: "/v2/verification/check",
+        headers: { "content-type": "application/json", authorization: `Bearer ${f.apiKey}` },
+        body: JSON.stringify({
+          target: { type: "phone_number", value: f.v2Numbers[i % f.v2Numbers.length] ?? "" },
+          code: WRONG_CODE,
+        }),
+      };
   }
+}
+
+/**
+ * The numbers of the V2 verifications the set-up makes: ranges of sendBody's numbers, but a last
+ * part (999) that sendBody reaches only after ten million sends.
+ */
+export function v2Number(i: number): string {
+  return `+3361${String(i % 10_000).padStart(4, "0")}999`;
 }
 
 /** The `status` field of a V1 JSON answer, or the HTTP status when it has none. */

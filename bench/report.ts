@@ -8,7 +8,7 @@ export interface Cell {
   id: string;
   label: string;
   transport: "rest" | "grpc";
-  call: "token" | "lookup" | "send" | "check" | "readback";
+  call: "token" | "lookup" | "send" | "check" | "readback" | "v2lookup" | "v2check";
   /** References measured beside ours. */
   refs: Target[];
 }
@@ -25,6 +25,8 @@ export const CELLS: Cell[] = [
   { id: "rest-send", label: "REST send", transport: "rest", call: "send", refs: [] },
   { id: "rest-check", label: "REST check", transport: "rest", call: "check", refs: [] },
   { id: "rest-readback", label: "REST read-back", transport: "rest", call: "readback", refs: [] },
+  { id: "rest-v2-lookup", label: "REST V2 lookup", transport: "rest", call: "v2lookup", refs: [] },
+  { id: "rest-v2-check", label: "REST V2 check", transport: "rest", call: "v2check", refs: [] },
   { id: "grpc-token", label: "gRPC token", transport: "grpc", call: "token", refs: ["floor"] },
   { id: "grpc-lookup", label: "gRPC lookup", transport: "grpc", call: "lookup", refs: [] },
 ];
@@ -42,6 +44,9 @@ export const ROUND_TRIP_TARGETS: Partial<Record<Cell["call"], number>> = {
   check: 1,
   readback: 1,
   send: 2,
+  v2lookup: 1,
+  // The target index, then the check script with the correlation_id (docs/v2-api.md#check).
+  v2check: 2,
 };
 
 export interface Meta {

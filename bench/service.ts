@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort, waitFor } from "../test/support/redis.js";
 import { run, spawnLogged, stop, type Logged } from "./processes.js";
-import type { Fixture } from "./calls.js";
+import { v2Number, type Fixture } from "./calls.js";
 
 const CLI = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 
@@ -91,6 +91,8 @@ async function cli(env: Record<string, string>, ...args: string[]): Promise<Reco
 }
 
 const SCOPE = "billing:read";
+/** V2 verifications the V2 checks take in turn (each allows OTP_MAX_CHECKS comparisons, then ends). */
+const V2_VERIFICATIONS = 64;
 
 /**
  * Makes what the calls need the way an operator and a customer would: an account through the
@@ -141,6 +143,19 @@ export async function setUp(
   const client = (await res.json()) as Record<string, string>;
   if (res.status !== 201)
     throw new Error(`creating the OAuth client answered ${res.status}: ${JSON.stringify(client)}`);
+
+  // V2 verifications for the V2 checks, made through the V2 API as a customer would.
+  const v2Numbers = Array.from({ length: V2_VERIFICATIONS }, (_, i) => v2Number(i));
+  for (const value of v2Numbers) {
+    const made = await fetch(`${service.baseUrl}/v2/verification`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${account.api_key ?? ""}`, "content-type": "application/json" },
+      body: JSON.stringify({ target: { type: "phone_number", value } }),
+    });
+    const answer = (await made.json()) as { status?: string };
+    if (answer.status !== "success")
+      throw new Error(`a V2 verification answered ${made.status}: ${JSON.stringify(answer)}`);
+  }
   return {
     customerUuid,
     apiKey: account.api_key ?? "",
@@ -148,6 +163,7 @@ export async function setUp(
     clientSecret: client.client_secret ?? "",
     scope: SCOPE,
     lookupNumbers,
+    v2Numbers,
   };
 }
 

@@ -254,15 +254,25 @@ export class VerifyStore {
     return this.keys.key("v2target", customer, phone);
   }
 
+  /** The uuid the V2 target index names for a number (it may have ended since); undefined when none. */
+  async targetAuth(customer: string, phone: string): Promise<string | undefined> {
+    return (await this.redis.get(this.targetKey(customer, phone))) ?? undefined;
+  }
+
   /** The authentication running for a V2 target, with its row; undefined when none is. */
   async runningFor(
     customer: string,
     phone: string,
   ): Promise<{ authUuid: string; auth: StoredAuthentication } | undefined> {
-    const authUuid = await this.redis.get(this.targetKey(customer, phone));
-    if (authUuid === null) return undefined;
+    const authUuid = await this.targetAuth(customer, phone);
+    if (authUuid === undefined) return undefined;
     const auth = decodeAuthentication(await this.redis.hgetall(this.authKeys(customer, authUuid).auth));
     return auth === undefined ? undefined : { authUuid, auth };
+  }
+
+  /** The correlation_id given at creation ("" when none, or no such authentication). */
+  async correlationId(customer: string, auth: string): Promise<string> {
+    return (await this.redis.hget(this.authKeys(customer, auth).auth, "correlation_id")) ?? "";
   }
 
   /** The index of customers that may have holds: one well-known key, outside any customer's slot. */

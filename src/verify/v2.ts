@@ -208,15 +208,22 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
       const phone = phoneTarget(req.target, account);
       if (req.code === "") throw badField("code", "is required");
       if (req.code.length > 32) throw badField("code", "must be at most 32 characters");
-      const running = await store.runningFor(account.customerUuid, phone.e164);
-      if (running === undefined) {
+      // Two round trips: the index, then the check beside the correlation_id (one batch).
+      const authUuid = await store.targetAuth(account.customerUuid, phone.e164);
+      if (authUuid === undefined) {
         return { status: "expired_or_not_found", metadata: undefined, requestId: ctx.requestId };
       }
-      const status = await engine.check(account, running.authUuid, req.code, "v2");
+      const [status, correlationId] = await Promise.all([
+        engine.check(account, authUuid, req.code, "v2"),
+        store.correlationId(account.customerUuid, authUuid),
+      ]);
+      if (status === "not_found") {
+        return { status: "expired_or_not_found", metadata: undefined, requestId: ctx.requestId };
+      }
       return {
-        id: verificationId(running.authUuid),
+        id: verificationId(authUuid),
         status: status === "valid" ? "success" : status === "invalid" ? "failure" : "expired_or_not_found",
-        metadata: metadataOf(running.auth.correlationId),
+        metadata: metadataOf(correlationId),
         requestId: ctx.requestId,
       };
     },
