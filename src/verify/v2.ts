@@ -163,14 +163,18 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
 
       const running = await store.runningFor(account.customerUuid, phone.e164);
       if (running !== undefined && isRunning(running.auth, now(), config.OTP_MAX_CHECKS)) {
-        const r = await engine.retry(account, running.authUuid, running.auth);
+        // Gone between the read and the retry (a refused first message is taken back): none runs.
+        const r = await engine.retry(account, running.authUuid, running.auth).catch((err: unknown) => {
+          if (err instanceof RingfenceError && err.code === "no_associated_auth_found") return undefined;
+          throw err;
+        });
         const correlation = running.auth.correlationId;
-        if (r.status === "approved") return answer(running.authUuid, "retry", correlation);
-        if (r.status === "denied" || r.status === "rate_limited") {
+        if (r?.status === "approved") return answer(running.authUuid, "retry", correlation);
+        if (r?.status === "denied" || r?.status === "rate_limited") {
           // Too soon, or out of retries: the running verification and its code stay.
           return answer(running.authUuid, "blocked", correlation, "repeated_attempts");
         }
-        // Expired or checked between the read and the retry: a new verification starts.
+        // Expired, checked or gone between the read and the retry: a new verification starts.
       }
 
       const sent = await engine.send(account, {
