@@ -97,14 +97,15 @@ program
     const { runPrimary, workerSlot } = await import("./workers.js");
     const slot = workerSlot();
     if (slot === undefined && config.WORKERS > 1) {
-      const code = await runPrimary(config, createLogger(config.LOG_LEVEL, undefined, { pid: process.pid }));
-      process.exit(code);
+      const log = (serveLog = createLogger(config.LOG_LEVEL, undefined, { pid: process.pid }));
+      const code = await runPrimary(config, log);
+      await exitAfterLogs(log, code);
     }
     if (slot !== undefined) {
       await serveWorker(config, slot);
       return;
     }
-    const log = createLogger(config.LOG_LEVEL);
+    const log = (serveLog = createLogger(config.LOG_LEVEL));
     const { startApp } = await import("./app.js");
     const app = await startApp(config, log);
     // A stray rejection (say a background read while Redis is away) must not take the server down.
@@ -126,7 +127,7 @@ function stopAndExit(app: RunningApp, config: Config, log: Logger): void {
   // The grace period bounds everything up to the exit; past it, exit 1 says calls were cut.
   setTimeout(() => {
     log.error("shutdown did not finish within SHUTDOWN_GRACE_MS: exiting");
-    process.exit(1);
+    void exitAfterLogs(log, 1);
   }, config.SHUTDOWN_GRACE_MS).unref();
   void app
     .stop()
@@ -134,7 +135,16 @@ function stopAndExit(app: RunningApp, config: Config, log: Logger): void {
       await flushTracing();
       return clean;
     })
-    .then((clean) => process.exit(clean ? 0 : 1));
+    .then((clean) => exitAfterLogs(log, clean ? 0 : 1));
+}
+
+/** The log of `serve` in this process, so that a failed start writes its lines before exiting. */
+let serveLog: Logger | undefined;
+
+/** Exits once the log's last lines are written (they go out asynchronously). */
+async function exitAfterLogs(log: Logger, code: number): Promise<never> {
+  await log.close?.();
+  process.exit(code);
 }
 
 /**
@@ -143,7 +153,7 @@ function stopAndExit(app: RunningApp, config: Config, log: Logger): void {
  * reaches every process of the group and the primary forwards it too.
  */
 async function serveWorker(config: Config, slot: number): Promise<void> {
-  const log = createLogger(config.LOG_LEVEL, undefined, { worker: slot, pid: process.pid });
+  const log = (serveLog = createLogger(config.LOG_LEVEL, undefined, { worker: slot, pid: process.pid }));
   process.on("unhandledRejection", (err) => {
     log[isRedisUnavailable(err) ? "warn" : "error"]("unhandled rejection", {
       error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
@@ -472,6 +482,8 @@ try {
     process.exit(2);
   }
   const usage = err instanceof UsageError || err instanceof ConfigError;
+  // The log's lines first, so that this one comes last, as it happened.
+  await serveLog?.close?.();
   process.stderr.write(`ringfence: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(usage ? 2 : 1);
 }

@@ -17,6 +17,11 @@ export interface Logger {
    * log's): written without the redaction walk, since it is written once per call.
    */
   infoPlain?(msg: string, fields: Record<string, unknown>): void;
+  /**
+   * For a process about to exit: writes every line still queued, in order, then writes no more.
+   * Lines go out asynchronously, and `process.exit` would otherwise cut or reorder the last ones.
+   */
+  close?(): Promise<void>;
 }
 
 /** Fields for the line being written, from the context it is written in; undefined adds none. */
@@ -78,14 +83,13 @@ export function createLogger(
   };
   // Asynchronous (SonicBoom): a line per call does not block the call on a write(2); lines
   // written while one write is in flight go out together.
-  const logger: Pino =
-    write === undefined
-      ? pino(options, pino.destination({ dest: 2, sync: false }))
-      : pino(options, { write });
+  const destination = write === undefined ? pino.destination({ dest: 2, sync: false }) : undefined;
+  const logger: Pino = write === undefined ? pino(options, destination) : pino(options, { write });
+  let closed = false;
   const emit =
     (lvl: LogLevel) =>
     (msg: string, fields?: Record<string, unknown>): void => {
-      if (!logger.isLevelEnabled(lvl)) return;
+      if (closed || !logger.isLevelEnabled(lvl)) return;
       if (fields === undefined) logger[lvl](msg);
       else logger[lvl](redact(fields) as Record<string, unknown>, msg);
     };
@@ -95,10 +99,29 @@ export function createLogger(
     warn: emit("warn"),
     error: emit("error"),
     infoPlain: (msg, fields) => {
-      logger.info(fields, msg);
+      if (!closed) logger.info(fields, msg);
+    },
+    close: () => {
+      if (closed || destination === undefined) {
+        closed = true;
+        return Promise.resolve();
+      }
+      closed = true;
+      // end() waits for the write in flight, writes the rest, then closes (stderr stays open).
+      return new Promise<void>((resolve) => {
+        const late = setTimeout(resolve, CLOSE_WAIT_MS);
+        destination.once("close", () => {
+          clearTimeout(late);
+          resolve();
+        });
+        destination.end();
+      });
     },
   };
 }
+
+/** The longest `close` waits for the last lines (a stalled stderr must not hold an exit). */
+const CLOSE_WAIT_MS = 2_000;
 
 export const silentLogger: Logger = {
   debug: () => undefined,
