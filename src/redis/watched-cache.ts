@@ -1,4 +1,11 @@
+import { EventEmitter } from "node:events";
 import type { RedisClient } from "./client.js";
+
+/**
+ * Announcements made in this process, heard by its watching caches at once: the pub/sub message
+ * comes back later, and a call this process answers in between must not read what it changed.
+ */
+const local = new EventEmitter().setMaxListeners(0);
 
 /** What a change announcement says to drop: one entry by its name, or every entry. */
 export const ALL_ENTRIES = "*";
@@ -75,9 +82,14 @@ export class WatchedCache<V> {
     const onMessage = (channel: string, name: string) => {
       if (channel === this.channel) this.drop(name);
     };
+    const onLocal = (name: string) => {
+      this.drop(name);
+    };
+    local.on(this.channel, onLocal);
     subscriber.on("message", onMessage);
     await subscriber.subscribe(this.channel);
     return async () => {
+      local.off(this.channel, onLocal);
       subscriber.off("message", onMessage);
       await subscriber.unsubscribe(this.channel).catch(() => undefined);
     };
@@ -86,5 +98,6 @@ export class WatchedCache<V> {
 
 /** Tells every process watching `channel` to drop `name` (after the change is written). */
 export async function announceChange(redis: RedisClient, channel: string, name: string): Promise<void> {
+  local.emit(channel, name);
   await redis.publish(channel, name);
 }
