@@ -5,7 +5,7 @@ import { Keys } from "../src/redis/client.js";
 import { Secrets } from "../src/crypto/secrets.js";
 import { ACCOUNT_MAX_AGE_MS, AccountCache } from "../src/accounts/cache.js";
 import { RedisAccountStore } from "../src/accounts/store.js";
-import { WatchedCache } from "../src/redis/watched-cache.js";
+import { announceChange, WatchedCache } from "../src/redis/watched-cache.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { rest } from "./support/rest.js";
 import { testRedisUrl } from "./support/hooks.js";
@@ -139,6 +139,23 @@ describe("accounts kept in the process", () => {
       expect(reads, "concurrent callers share one read").to.equal(1);
       expect(await cache.get("a", () => Promise.resolve("after the change"))).to.equal("after the change");
       expect(await cache.get("a", () => Promise.resolve("not read again"))).to.equal("after the change");
+    });
+
+    it("drops what this process announced at once, before the pub/sub message comes back", async () => {
+      const subscriber = connect();
+      const publisher = connect();
+      const channel = `local-announce-${Date.now()}`;
+      const cache = new WatchedCache<string>(channel, { maxAgeMs: 60_000, maxEntries: 10 });
+      const unwatch = await cache.watch(subscriber);
+      try {
+        await cache.get("a", () => Promise.resolve("before"));
+        const announced = announceChange(publisher, channel, "a");
+        // Nothing awaited yet: the message is not even written to Redis.
+        expect(await cache.get("a", () => Promise.resolve("after"))).to.equal("after");
+        await announced;
+      } finally {
+        await unwatch();
+      }
     });
 
     it("never keeps an absent value, and keeps at most maxEntries", async () => {
