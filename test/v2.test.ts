@@ -471,7 +471,7 @@ describe("V2 verify and lookup APIs", () => {
       expect(start - (await balance())).to.equal(2 * 50_000);
     });
 
-    it("keeps V2 verifications out of V1's read-back and retry", async () => {
+    it("keeps V2 verifications out of V1's read-back, check and retry", async () => {
       const phone = freshNumber();
       const created = await create(phone);
       const uuid = authUuidOfVerification(created.id);
@@ -480,6 +480,20 @@ describe("V2 verify and lookup APIs", () => {
         "x-api-key": customer.key,
       });
       expect([readBack.status, readBack.body.code]).to.deep.equal([400, "no_associated_auth_found"]);
+      const v1 = (path: string, body: Json) =>
+        rest(app.baseUrl).post(
+          path,
+          { customer_uuid: customer.uuid, authentication_uuid: uuid, ...body },
+          {
+            "x-api-key": customer.key,
+          },
+        );
+      const code = await codeFor(phone);
+      for (const refused of [await v1("/v1/check", { check_code: code }), await v1("/v1/retry", {})]) {
+        expect([refused.status, refused.body.code]).to.deep.equal([400, "no_associated_auth_found"]);
+      }
+      // Untouched by V1: its code still works through V2.
+      expect((await check(phone, code)).status).to.equal("success");
     });
   });
 

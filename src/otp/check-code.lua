@@ -2,13 +2,16 @@
 -- atomically, so concurrent checks can neither both succeed nor pass the attempt limit.
 -- KEYS: 1 challenge hash (fields status, code_hash, validated, expires_at_ms, checks),
 --       2 events list, 3 hook, 4 webhook pending set (2 to 4 only used when events are given).
--- ARGV[1]: JSON {now, codeHash, maxChecks, events?: {valid: envelope, invalid: envelope}}, an
+-- ARGV[1]: JSON {now, codeHash, maxChecks, api?, events?: {valid: envelope, invalid: envelope}}, an
 -- envelope being its JSON text or {head, tail} to be completed with the challenge's correlation_id.
+-- `api` (a V1 or V2 verification): a challenge created by another API is not found (field `api`,
+-- absent on V1's older rows).
 -- Returns {status or 'not_found', 1 when an event awaits webhook delivery}. Only real
 -- comparisons are events, so refused checks cannot grow the list.
 local a = cjson.decode(ARGV[1])
-local h = redis.call('HMGET', KEYS[1], 'status', 'code_hash', 'validated', 'expires_at_ms', 'checks')
+local h = redis.call('HMGET', KEYS[1], 'status', 'code_hash', 'validated', 'expires_at_ms', 'checks', 'api')
 if not h[1] then return {'not_found', 0} end
+if type(a.api) == 'string' and (h[6] or 'v1') ~= a.api then return {'not_found', 0} end
 
 local status
 if h[1] ~= 'pending' then

@@ -108,7 +108,8 @@ export interface CheckKeys {
 export async function checkCode(
   redis: RedisClient,
   keys: CheckKeys,
-  args: { now: number; codeHash: string; maxChecks: number },
+  /** `api`: the API whose verification this must be (another's is `not_found`). */
+  args: { now: number; codeHash: string; maxChecks: number; api?: string },
 ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean }> {
   const e = keys.events;
   const k = [

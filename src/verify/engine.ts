@@ -300,6 +300,7 @@ export class VerifyEngine {
       now: t,
       codeHash: this.hashCode(authUuid, code),
       maxChecks: config.OTP_MAX_CHECKS,
+      api,
       events: valid === undefined || invalid === undefined ? undefined : { valid, invalid },
     });
     if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events);

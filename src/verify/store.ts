@@ -407,6 +407,8 @@ export class VerifyStore {
       now: number;
       codeHash: string;
       maxChecks: number;
+      /** The API whose authentication this must be: another's is `not_found`. */
+      api: VerifyApi;
       /** The event each comparison records; none when undefined. */
       events: Record<"valid" | "invalid", CorrelatedEnvelope> | undefined;
     },
