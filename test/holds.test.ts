@@ -91,7 +91,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       keepUntil: now + 600_000,
       limits: { number: null, ip: null, device: null, account: null },
       spam: { ipNumbers: null, deviceNumbers: null, range: null },
-      indexTarget: false,
+      target: null,
       authentication: {
         api: "v1",
         codeLength: 6,

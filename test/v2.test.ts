@@ -175,6 +175,19 @@ describe("V2 verify and lookup APIs", () => {
       expect(next.id).not.to.equal(first.id);
     });
 
+    it("lets one of two concurrent creations start the verification and the other retry it", async () => {
+      const phone = freshNumber();
+      const answers = await Promise.all([create(phone), create(phone)]);
+      expect(answers.map((a) => a.status).sort()).to.deep.equal(["retry", "success"]);
+      expect(answers[0]?.id).to.equal(answers[1]?.id);
+      const codes = [await codeFor(phone, 0), await codeFor(phone, 1)];
+      expect(sms.messages.filter((m) => m.to === phone)).to.have.length(2);
+      // One verification, whose code is the retry's: exactly one of the two codes is right.
+      const results = [];
+      for (const code of codes) results.push((await check(phone, code)).status);
+      expect(results.filter((r) => r === "success")).to.have.length(1);
+    });
+
     it("sends codes of options.code_size digits, with the account's sender ID", async () => {
       const phone = freshNumber();
       await create(phone, { options: { code_size: 4, sender_id: "Acme", locale: "en-GB" } });

@@ -59,11 +59,17 @@ export interface SendRequest {
   callbackUrl: string;
   correlationId: string;
   codeLength: number;
+  /**
+   * V2: the uuid the number's target index named when the caller looked ("" for none). The send
+   * becomes the running verification only if the index still names it; else `raced`, nothing done.
+   */
+  indexed?: string | undefined;
 }
 
 export interface SendOutcome {
   authUuid: string;
-  status: AuthenticationStatus;
+  /** `raced`: only with `indexed`, another creation came first (see SendRequest). */
+  status: AuthenticationStatus | "raced";
   /** The setting of the rule that refused the send, when one did. */
   refusedBy?: string | undefined;
   createdAt: string;
@@ -202,7 +208,7 @@ export class VerifyEngine {
           rate_limited: created("rate_limited"),
           spam_detected: created("spam_detected"),
         },
-        indexTarget: req.api === "v2",
+        target: req.indexed === undefined ? null : { running: req.indexed },
         hook:
           req.callbackUrl === ""
             ? null

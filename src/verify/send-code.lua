@@ -4,9 +4,9 @@
 --       7 per-number window, 8 per-IP window, 9 per-device window, 10 per-account window,
 --       11 numbers per IP, 12 numbers per device, 13 sends into the number's range,
 --       14 the customer's holds (sorted set by deadline), 15 this send's hold,
---       16 the number's V2 target index (written when a.indexTarget and the send is pending)
+--       16 the number's V2 target index (a.target: compared first, written when the send is pending)
 -- ARGV[1]: JSON, see store.ts (SendArgs). window.lua and hold.lua are prepended.
--- Returns the status (pending | rate_limited | spam_detected; a refusal followed by `:` and the
+-- Returns the status (pending | rate_limited | spam_detected; `raced`, see a.target; a refusal followed by `:` and the
 -- setting of the rule that refused it, e.g. `rate_limited:RATE_LIMIT_NUMBER`), `stale` when run too late to
 -- answer the caller (nothing done), or an error reply
 -- negative_balance | spending_limit_exceeded | suspended_account.
@@ -17,6 +17,11 @@ if hold_stale(a.hold) then return 'stale' end
 -- answer what it decided, charge nothing again.
 local prior = redis.call('HGET', KEYS[3], 'status')
 if prior then return prior end
+-- V2: another creation made the number's running verification since the caller looked: it
+-- retries that one instead (nothing done here).
+if type(a.target) == 'table' and (redis.call('GET', KEYS[16]) or '') ~= a.target.running then
+  return 'raced'
+end
 
 local account = redis.call('HMGET', KEYS[1], 'status', 'balance_micros', 'spending_limit_micros')
 if not account[1] then return redis.error_reply('account_invalid') end
@@ -93,7 +98,7 @@ if a.events[status] ~= '' then
   redis.call('PEXPIREAT', KEYS[4], a.keepUntil)
 end
 redis.call('PEXPIREAT', KEYS[3], a.keepUntil)
-if a.indexTarget and status == 'pending' then
+if type(a.target) == 'table' and status == 'pending' then
   redis.call('SET', KEYS[16], a.authUuid, 'PXAT', a.fields.expires_at_ms)
 end
 if refused_by then return status .. ':' .. refused_by end

@@ -56,6 +56,8 @@ export function verifyHandlers(engine: VerifyEngine): Handlers<typeof VerifyServ
         correlationId: input.correlationId,
         codeLength: config.OTP_LENGTH,
       });
+      // V1 names no target, so no other creation can overtake it.
+      if (sent.status === "raced") throw new Error("a V1 send cannot be raced");
       return {
         authenticationUuid: sent.authUuid,
         status: sent.status,

@@ -80,10 +80,11 @@ export interface SendArgs {
   /** The `authentication` event for each status the script may decide ("": none). */
   events: Record<"pending" | "rate_limited" | "spam_detected", string>;
   /**
-   * Whether a pending authentication becomes its number's running verification (the V2 target
-   * index, see `targetKey`), until `expiresAtMs`.
+   * V2: a pending authentication becomes its number's running verification (the target index,
+   * see `targetKey`) until `expiresAtMs`, provided the index still names `running` (the uuid the
+   * caller read, "" for none); else nothing is done and the script answers `raced`.
    */
-  indexTarget: boolean;
+  target: { running: string } | null;
   hook: { url: string; secretRef: string } | null;
 }
 
@@ -259,15 +260,18 @@ export class VerifyStore {
     return (await this.redis.get(this.targetKey(customer, phone))) ?? undefined;
   }
 
-  /** The authentication running for a V2 target, with its row; undefined when none is. */
-  async runningFor(
+  /**
+   * What the V2 target index names for a number ("" for nothing) and that authentication's row,
+   * when it still exists: whether it runs is the caller's rule.
+   */
+  async targetState(
     customer: string,
     phone: string,
-  ): Promise<{ authUuid: string; auth: StoredAuthentication } | undefined> {
-    const authUuid = await this.targetAuth(customer, phone);
-    if (authUuid === undefined) return undefined;
-    const auth = decodeAuthentication(await this.redis.hgetall(this.authKeys(customer, authUuid).auth));
-    return auth === undefined ? undefined : { authUuid, auth };
+  ): Promise<{ indexed: string; auth: StoredAuthentication | undefined }> {
+    const indexed = (await this.targetAuth(customer, phone)) ?? "";
+    if (indexed === "") return { indexed, auth: undefined };
+    const auth = decodeAuthentication(await this.redis.hgetall(this.authKeys(customer, indexed).auth));
+    return { indexed, auth };
   }
 
   /** The correlation_id given at creation ("" when none, or no such authentication). */
@@ -323,7 +327,10 @@ export class VerifyStore {
     place: SendPlace,
     args: SendArgs,
     hold: HoldArgs & { id: string },
-  ): Promise<{ status: "pending" | "rate_limited" | "spam_detected" | "stale"; refusedBy?: string }> {
+  ): Promise<{
+    status: "pending" | "rate_limited" | "spam_detected" | "stale" | "raced";
+    refusedBy?: string;
+  }> {
     const k = this.placeKeys(place);
     const keys = [k.account, k.spend, k.auth, k.events, k.hook, k.pending, k.number, k.ip, k.device];
     keys.push(k.accountWindow, k.ipNumbers, k.deviceNumbers, k.range);
@@ -337,7 +344,7 @@ export class VerifyStore {
     )) as string;
     // A replayed send answers its stored status alone: its refusal was counted when it ran.
     const [status, refusedBy] = answer.split(":") as [
-      "pending" | "rate_limited" | "spam_detected" | "stale",
+      "pending" | "rate_limited" | "spam_detected" | "stale" | "raced",
       string?,
     ];
     return refusedBy === undefined ? { status } : { status, refusedBy };

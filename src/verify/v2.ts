@@ -14,6 +14,7 @@ import { isAppRealm, isBcp47, isKnownTemplate } from "../messaging/templates.js"
 import { httpUrlField, phoneInRegions } from "../net/validate.js";
 import type { ParsedNumber } from "../lookup/numbers.js";
 import type { VerifyEngine } from "./engine.js";
+import { unavailable } from "./holds.js";
 import { verificationId } from "./events.js";
 import type { StoredAuthentication } from "./store.js";
 
@@ -28,6 +29,8 @@ export const V2_DEVICE_PLATFORMS = ["android", "ios", "ipados", "tvos", "web"] a
 /** The one way this service sends a code: an SMS, `method` `message`. */
 export const V2_METHOD = "message";
 export const V2_CHANNELS = ["sms"] as const;
+/** How many times a creation looks for the number's running verification when others overtake it. */
+const MAX_LOOKS = 3;
 /** Code digits a caller may ask for with `options.code_size`. */
 export const CODE_SIZE = { min: 4, max: 8 } as const;
 
@@ -161,24 +164,8 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
         requestId: ctx.requestId,
       });
 
-      const running = await store.runningFor(account.customerUuid, phone.e164);
-      if (running !== undefined && isRunning(running.auth, now(), config.OTP_MAX_CHECKS)) {
-        // Gone between the read and the retry (a refused first message is taken back): none runs.
-        const r = await engine.retry(account, running.authUuid, running.auth).catch((err: unknown) => {
-          if (err instanceof RingfenceError && err.code === "no_associated_auth_found") return undefined;
-          throw err;
-        });
-        const correlation = running.auth.correlationId;
-        if (r?.status === "approved") return answer(running.authUuid, "retry", correlation);
-        if (r?.status === "denied" || r?.status === "rate_limited") {
-          // Too soon, or out of retries: the running verification and its code stay.
-          return answer(running.authUuid, "blocked", correlation, "repeated_attempts");
-        }
-        // Expired, checked or gone between the read and the retry: a new verification starts.
-      }
-
-      const sent = await engine.send(account, {
-        api: "v2",
+      const request = {
+        api: "v2" as const,
         phone,
         ip: signals.ip,
         deviceId: signals.deviceId,
@@ -198,13 +185,38 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
         callbackUrl: options.callbackUrl,
         correlationId,
         codeLength: options.codeSize ?? config.OTP_LENGTH,
-      });
-      if (sent.status === "pending") return answer(sent.authUuid, "success", correlationId);
-      if (sent.status === "rate_limited") {
-        return answer(sent.authUuid, "blocked", correlationId, "repeated_attempts");
+      };
+
+      // A creation that another one overtook (both saw no running verification) looks again,
+      // and then retries the one that came first: one verification per number at a time.
+      for (let look = 1; ; look += 1) {
+        const { indexed, auth } = await store.targetState(account.customerUuid, phone.e164);
+        if (auth !== undefined && isRunning(auth, now(), config.OTP_MAX_CHECKS)) {
+          // Gone between the read and the retry (a refused first message is taken back): none runs.
+          const r = await engine.retry(account, indexed, auth).catch((err: unknown) => {
+            if (err instanceof RingfenceError && err.code === "no_associated_auth_found") return undefined;
+            throw err;
+          });
+          if (r?.status === "approved") return answer(indexed, "retry", auth.correlationId);
+          if (r?.status === "denied" || r?.status === "rate_limited") {
+            // Too soon, or out of retries: the running verification and its code stay.
+            return answer(indexed, "blocked", auth.correlationId, "repeated_attempts");
+          }
+          // Expired, checked or gone between the read and the retry: a new verification starts.
+        }
+
+        const sent = await engine.send(account, { ...request, indexed });
+        if (sent.status === "raced") {
+          if (look < MAX_LOOKS) continue;
+          throw unavailable("verifications of this number are being created concurrently; try again");
+        }
+        if (sent.status === "pending") return answer(sent.authUuid, "success", correlationId);
+        if (sent.status === "rate_limited") {
+          return answer(sent.authUuid, "blocked", correlationId, "repeated_attempts");
+        }
+        const reason = sent.refusedBy === "SPAM_LINE_TYPES" ? "invalid_phone_line" : "suspicious";
+        return answer(sent.authUuid, "blocked", correlationId, reason);
       }
-      const reason = sent.refusedBy === "SPAM_LINE_TYPES" ? "invalid_phone_line" : "suspicious";
-      return answer(sent.authUuid, "blocked", correlationId, reason);
     },
 
     async checkVerification(req, ctx): Promise<CheckVerificationResponse> {
