@@ -141,6 +141,16 @@ describe("V2 verify and lookup APIs", () => {
       expect((await check(phone, code)).status).to.equal("expired_or_not_found");
     });
 
+    it("stops a guesser after OTP_MAX_CHECKS wrong codes: the right one then finds nothing", async () => {
+      const phone = freshNumber();
+      await create(phone);
+      const code = await codeFor(phone);
+      for (let i = 0; i < app.config.OTP_MAX_CHECKS; i++) {
+        expect((await check(phone, wrongCode(code))).status).to.equal("failure");
+      }
+      expect((await check(phone, code)).status).to.equal("expired_or_not_found");
+    });
+
     it("answers expired_or_not_found for a number without a verification, and for an expired one", async () => {
       const never = await check(freshNumber(), "123456");
       expect(never).to.deep.equal({ status: "expired_or_not_found", request_id: never.request_id });
