@@ -58,6 +58,7 @@ import {
   createAppWebhookHandler,
 } from "./apps/webhooks.js";
 import { SecretResolvers } from "./webhooks/stream.js";
+import { KeyFailures } from "./accounts/key-failures.js";
 import { addAppScopeHandler } from "./apps/handlers.js";
 import { ACCOUNT_SECRET_KIND } from "./accounts/account.js";
 import { createEmailProvider, type EmailProvider } from "./messaging/email.js";
@@ -236,12 +237,14 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     codes,
     events,
   };
-  // Who may call what: one authenticator per kind of caller, declared per method below.
-  const customer = customerAuthenticator(r.accountCache, r.secrets, bodyCustomerUuid);
+  // Who may call what: one authenticator per kind of caller, declared per method below. Every
+  // authentication by an account's API key counts its failures per client address.
+  const keyFailures = new KeyFailures(r.redis, r.keys, r.config.API_KEY_FAILURES_IP);
+  const customer = keyFailures.guard(customerAuthenticator(r.accountCache, r.secrets, bodyCustomerUuid));
   const user = sessionAuthenticator({ keySet, sessions: r.sessions, issuer: r.config.ISSUER_URL });
   const app = r.apps.managementKey;
   // V2 callers send their API key as a bearer token.
-  const bearer = bearerKeyAuthenticator(r.accountCache);
+  const bearer = keyFailures.guard(bearerKeyAuthenticator(r.accountCache));
   const lookup = { accounts: r.accounts, secrets: r.secrets, data: r.lookupData };
   return [
     bindService(VerifyServiceService, verifyHandlers(engine), {
@@ -249,7 +252,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       authenticators: {
         ...authenticatorsOf(CALLERS["ringfence.verify.v1.VerifyService"], { account: customer }),
         // A read-back names no customer: the key alone finds the account.
-        getAuthentication: apiKeyAuthenticator(r.accountCache, r.secrets),
+        getAuthentication: keyFailures.guard(apiKeyAuthenticator(r.accountCache, r.secrets)),
       },
     }),
     bindService(
@@ -324,7 +327,9 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       ...v1ServiceOptions(r.config, "lookup"),
       authenticators: authenticatorsOf(CALLERS["ringfence.lookup.v1.LookupService"], {
         // A lookup names its customer in a header: GET has no body.
-        account: customerAuthenticator(r.accountCache, r.secrets, (_req, ctx) => ctx.header("customer-uuid")),
+        account: keyFailures.guard(
+          customerAuthenticator(r.accountCache, r.secrets, (_req, ctx) => ctx.header("customer-uuid")),
+        ),
       }),
     }),
   ];

@@ -209,6 +209,8 @@ const schema = z
     LOGIN_LIMIT_IP: window.default({ limit: 10, windowSeconds: 3_600 }),
     TOKEN_FAILURES_CLIENT: window.default({ limit: 10, windowSeconds: 300 }),
     TOKEN_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
+    // Wrong account API keys (V1 x-api-key, V2 bearer) from one client address (docs/settings.md#session-abuse-limits).
+    API_KEY_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
     TRUSTED_PROXY_CIDRS: cidrs.default(parseCidrs(DEFAULT_TRUSTED_PROXIES)),
     // Caller-supplied URLs may reach private or reserved addresses only inside these (section 7).
     OUTBOUND_ALLOWED_CIDRS: cidrs.default([]),

@@ -189,6 +189,7 @@ export const V2_ERROR_CODES = [
   "method_not_allowed",
   "payload_too_large",
   "unsupported_media_type",
+  "too_many_attempts",
   "internal",
   "unavailable",
   "deadline_exceeded",

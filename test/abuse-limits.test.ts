@@ -626,6 +626,52 @@ describe("abuse limits of the session service", () => {
     });
   });
 
+  describe("wrong account API keys from one address (API_KEY_FAILURES_IP)", () => {
+    let app: TestApp;
+    let customer: { uuid: string; key: string };
+    before(async () => {
+      app = await startTestApp({ API_KEY_FAILURES_IP: "3/300" });
+      const made = await app.registry.accounts.create({
+        name: "Keys",
+        balanceMicros: 0,
+        spendingLimitMicros: 0,
+        features: [],
+        regions: [],
+      });
+      customer = { uuid: made.account.customerUuid, key: made.apiKey };
+    });
+    after(async () => {
+      await app.stop();
+    });
+
+    it("refuses an address after its wrong keys, V2 and V1 alike, even with the right key, counting the rule", async () => {
+      const v2 = (key: string) =>
+        rest(app.baseUrl).get("/v2/lookup/+33612345678", { authorization: `Bearer ${key}` });
+      const v1 = (key: string) =>
+        rest(app.baseUrl).get("/v1/lookup/+33612345678", {
+          "customer-uuid": customer.uuid,
+          "x-api-key": key,
+        });
+      expect((await v2(customer.key)).status, "a right key counts nothing").to.equal(200);
+      // Three wrong keys, through both versions, are told so; the fourth fills the window.
+      expect((await v2("rfk_wrong1")).body.code).to.equal("invalid_api_key");
+      expect((await v1("rfk_wrong2")).body.code).to.equal("account_invalid");
+      expect((await v2("rfk_wrong3")).body.code).to.equal("invalid_api_key");
+      const refused = await v2("rfk_wrong4");
+      expect(refused.status).to.equal(429);
+      expect(refused.body).to.include({ code: "too_many_attempts", type: "too_many_requests" });
+      expect(Number(refused.headers.get("retry-after"))).to.be.within(1, 300);
+      // From now on this address is refused before any key is looked at, in either version.
+      const right = await v2(customer.key);
+      expect([right.status, right.body.code]).to.deep.equal([429, "too_many_attempts"]);
+      const rightV1 = await v1(customer.key);
+      expect([rightV1.status, rightV1.body.code]).to.deep.equal([400, "bad_request"]);
+      expect(rightV1.headers.get("retry-after")).to.be.a("string");
+      const metrics = await app.registry.metrics.exposition();
+      expect(metrics.body).to.match(/ringfence_abuse_refusals_total\{rule="API_KEY_FAILURES_IP"\} 3/);
+    });
+  });
+
   describe("settings", () => {
     const LIMITS = [
       "STEPUP_LIMIT_USER",
@@ -635,6 +681,7 @@ describe("abuse limits of the session service", () => {
       "LOGIN_LIMIT_IP",
       "TOKEN_FAILURES_CLIENT",
       "TOKEN_FAILURES_IP",
+      "API_KEY_FAILURES_IP",
     ] as const;
 
     for (const name of LIMITS) {
@@ -657,6 +704,7 @@ describe("abuse limits of the session service", () => {
       expect(c.LOGIN_LIMIT_IP).to.deep.equal({ limit: 10, windowSeconds: 3600 });
       expect(c.TOKEN_FAILURES_CLIENT).to.deep.equal({ limit: 10, windowSeconds: 300 });
       expect(c.TOKEN_FAILURES_IP).to.deep.equal({ limit: 30, windowSeconds: 300 });
+      expect(c.API_KEY_FAILURES_IP).to.deep.equal({ limit: 30, windowSeconds: 300 });
       expect(c.TRUSTED_PROXY_CIDRS.map((x) => `${x.address}/${x.prefix}`)).to.deep.equal([
         "127.0.0.0/8",
         "::1/128",

@@ -48,6 +48,7 @@ const ABUSE_LIMITS_OFF = {
   OTP_CHECK_LIMIT: "off",
   TOKEN_FAILURES_CLIENT: "off",
   TOKEN_FAILURES_IP: "off",
+  API_KEY_FAILURES_IP: "off",
   // Test receivers, hooks and key sets live on loopback (test/outbound.test.ts sets it empty).
   OUTBOUND_ALLOWED_CIDRS: "127.0.0.0/8,::1/128",
 };

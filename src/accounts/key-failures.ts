@@ -1,0 +1,78 @@
+import { randomUUID } from "node:crypto";
+import { RingfenceError } from "../errors.js";
+import { limitSubject } from "../net/cidr.js";
+import { noteRefusal } from "../observability/calls.js";
+import { takeWindows, tooManyAttempts, type WindowRule } from "../otp/code.js";
+import type { Keys, RedisClient } from "../redis/client.js";
+import type { Authenticator } from "../rpc/binding.js";
+import type { StoredAccount } from "./account.js";
+
+/** The setting whose window this is, named in refusals (the metric, the request log). */
+export const KEY_FAILURES_SETTING = "API_KEY_FAILURES_IP";
+/** The most addresses this process remembers as refused (the oldest is forgotten first). */
+const REMEMBERED_ADDRESSES = 10_000;
+
+/**
+ * Failed API-key authentications per client address (API_KEY_FAILURES_IP), for every caller that
+ * authenticates with an account's key, V1 and V2. They are counted in Redis on the failure path
+ * only, so a right key costs nothing more; once an address's window is full, this process refuses
+ * its key authentications without asking Redis until a place frees, so a flood of wrong keys costs
+ * neither a hash nor a round trip each.
+ */
+export class KeyFailures {
+  /** Client address (its limit subject) → when its window frees a place (epoch ms). */
+  private readonly refusedUntil = new Map<string, number>();
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+    private readonly rule: WindowRule,
+  ) {}
+
+  /** The authenticator `authenticate`, refusing addresses whose window is full and counting its failures. */
+  guard(authenticate: Authenticator<StoredAccount>): Authenticator<StoredAccount> {
+    if (this.rule === null) return authenticate;
+    return async (ctx, request) => {
+      const subject = ctx.clientAddress === undefined ? undefined : limitSubject(ctx.clientAddress);
+      if (subject !== undefined) this.refuseIfFull(subject);
+      try {
+        return await authenticate(ctx, request);
+      } catch (err) {
+        const wrongKey =
+          err instanceof RingfenceError && (err.code === "account_invalid" || err.code === "invalid_api_key");
+        if (!wrongKey || subject === undefined) throw err;
+        throw (await this.failed(subject)) ?? err;
+      }
+    };
+  }
+
+  private refuseIfFull(subject: string): void {
+    const until = this.refusedUntil.get(subject);
+    if (until === undefined) return;
+    const waitMs = until - Date.now();
+    if (waitMs <= 0) {
+      this.refusedUntil.delete(subject);
+      return;
+    }
+    noteRefusal(KEY_FAILURES_SETTING);
+    throw refusal(waitMs);
+  }
+
+  /** Counts a failure; the refusal to answer instead when the window was already full. */
+  private async failed(subject: string): Promise<RingfenceError | undefined> {
+    const key = this.keys.key("rl", `ip:${subject}`, "apikey-failures");
+    const { waitMs } = await takeWindows(this.redis, [{ key, rule: this.rule }], randomUUID());
+    if (waitMs === 0) return undefined;
+    if (this.refusedUntil.size >= REMEMBERED_ADDRESSES) {
+      const oldest = this.refusedUntil.keys().next();
+      if (oldest.done !== true) this.refusedUntil.delete(oldest.value);
+    }
+    this.refusedUntil.set(subject, Date.now() + waitMs);
+    noteRefusal(KEY_FAILURES_SETTING);
+    return refusal(waitMs);
+  }
+}
+
+function refusal(waitMs: number): RingfenceError {
+  return tooManyAttempts("too many wrong API keys from this address; try again later", waitMs);
+}
