@@ -32,14 +32,20 @@ export class KeyFailures {
   /** The authenticator `authenticate`, refusing addresses whose window is full and counting its failures. */
   guard(authenticate: Authenticator<StoredAccount>): Authenticator<StoredAccount> {
     if (this.rule === null) return authenticate;
+    const subjectOf = (address: string | undefined) =>
+      address === undefined ? undefined : limitSubject(address);
     return async (ctx, request) => {
-      const subject = ctx.clientAddress === undefined ? undefined : limitSubject(ctx.clientAddress);
-      if (subject !== undefined) this.refuseIfFull(subject);
+      // Nothing to look at while no address is refused: a right key pays for nothing.
+      if (this.refusedUntil.size > 0) {
+        const subject = subjectOf(ctx.clientAddress);
+        if (subject !== undefined) this.refuseIfFull(subject);
+      }
       try {
         return await authenticate(ctx, request);
       } catch (err) {
         const wrongKey =
           err instanceof RingfenceError && (err.code === "account_invalid" || err.code === "invalid_api_key");
+        const subject = subjectOf(ctx.clientAddress);
         if (!wrongKey || subject === undefined) throw err;
         throw (await this.failed(subject)) ?? err;
       }

@@ -2,6 +2,7 @@ import { isIPv4 } from "node:net";
 import { z } from "zod";
 import type { ErrorCode } from "../errors.js";
 import { httpUrlField } from "../net/validate.js";
+import { SENDER_ID } from "../accounts/account.js";
 import type { WebhookEnvelope } from "../webhooks/stream.js";
 
 /** Authentication status at creation (docs/v1-api.md#send-a-code). */
@@ -33,7 +34,13 @@ export type V2EventType = (typeof V2_EVENT_TYPES)[number];
 /** Webhook envelope of an authentication's events; the payload never holds a code. */
 export type Envelope = WebhookEnvelope<EventType | V2EventType, Record<string, unknown>>;
 
-const optionalText = (max: number) => z.string().max(max, `must be at most ${max} characters`);
+/** An optional text field of a request ("" for none), at most `max` characters. */
+export const optionalText = (max: number) => z.string().max(max, `must be at most ${max} characters`);
+
+/** An optional sender ID of a request ("" for none), by the accounts' SENDER_ID rule. */
+export const optionalSenderId = z
+  .string()
+  .refine((v) => v === "" || SENDER_ID.safeParse(v).success, "must be up to 11 letters or digits");
 
 /** POST /v1/authentication, after proto3 decoding: absent strings arrive as "". */
 export const CreateAuthenticationInput = z.object({
@@ -43,12 +50,7 @@ export const CreateAuthenticationInput = z.object({
   deviceId: optionalText(256),
   deviceType: z.enum(["", ...DEVICE_TYPES], { error: `must be one of ${DEVICE_TYPES.join(", ")}` }),
   appVersion: optionalText(64),
-  senderId: z
-    .string()
-    .refine(
-      (v) => v === "" || /^([A-Za-z0-9 ]{1,11}|\+?\d{1,15})$/.test(v),
-      "must be up to 11 letters or digits",
-    ),
+  senderId: optionalSenderId,
   callbackUrl: httpUrlField({ required: false }),
   appRealm: z.string(),
   osVersion: optionalText(64),

@@ -16,6 +16,7 @@ import type { ParsedNumber } from "../lookup/numbers.js";
 import type { VerifyEngine } from "./engine.js";
 import { unavailable } from "./holds.js";
 import { verificationId } from "./events.js";
+import { optionalSenderId, optionalText } from "./model.js";
 import type { StoredAuthentication } from "./store.js";
 
 /** `status` of a V2 creation (docs/v2-api.md#create). */
@@ -36,8 +37,6 @@ export const CODE_SIZE = { min: 4, max: 8 } as const;
 
 type BlockReason = (typeof V2_BLOCK_REASONS)[number];
 
-const text = (max: number) => z.string().max(max, `must be at most ${max} characters`);
-
 /** The V2 fields whose refusal has a code of its own (the original V2 API's). */
 const FIELD_CODES: Readonly<Record<string, ErrorCode>> = {
   "signals.device_id": "invalid_device_id",
@@ -52,27 +51,22 @@ const FIELD_CODES: Readonly<Record<string, ErrorCode>> = {
 
 const SignalsInput = z.object({
   ip: z.string().refine((v) => v === "" || isIP(v) !== 0, "must be an IPv4 or IPv6 address"),
-  deviceId: text(256),
+  deviceId: optionalText(256),
   devicePlatform: z.enum(["", ...V2_DEVICE_PLATFORMS], {
     error: `must be one of ${V2_DEVICE_PLATFORMS.join(", ")}`,
   }),
-  deviceModel: text(128),
-  osVersion: text(64),
-  appVersion: text(64),
+  deviceModel: optionalText(128),
+  osVersion: optionalText(64),
+  appVersion: optionalText(64),
   isTrustedUser: z.boolean().optional(),
-  ja4Fingerprint: text(128),
-  userAgent: text(512),
+  ja4Fingerprint: optionalText(128),
+  userAgent: optionalText(512),
 });
 
 const OptionsInput = z.object({
-  templateId: text(64),
-  locale: text(35).refine((v) => v === "" || isBcp47(v), "must be a BCP-47 language tag"),
-  senderId: z
-    .string()
-    .refine(
-      (v) => v === "" || /^([A-Za-z0-9 ]{1,11}|\+?\d{1,15})$/.test(v),
-      "must be up to 11 letters or digits",
-    ),
+  templateId: optionalText(64),
+  locale: optionalText(35).refine((v) => v === "" || isBcp47(v), "must be a BCP-47 language tag"),
+  senderId: optionalSenderId,
   codeSize: z
     .number()
     .int()
@@ -89,8 +83,8 @@ const OptionsInput = z.object({
 const CreateInput = z.object({
   signals: SignalsInput,
   options: OptionsInput,
-  metadata: z.object({ correlationId: text(64) }),
-  dispatchId: text(128),
+  metadata: z.object({ correlationId: optionalText(64) }),
+  dispatchId: optionalText(128),
 });
 
 /** The target of a request, required: only phone numbers are verified here. */
