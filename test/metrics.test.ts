@@ -227,6 +227,8 @@ describe("ADMIN_PORT with WORKERS=2: one /metrics for the instance", function ()
       REDIS_KEY_PREFIX: `metrics-workers-${Date.now()}:`,
       WORKERS: "2",
       ADMIN_PORT: String(adminPort),
+      // Forty wrong keys from one address would fill API_KEY_FAILURES_IP; this counts calls.
+      API_KEY_FAILURES_IP: "off",
     });
     const calls = 40;
     // Each call on a connection of its own, so the primary spreads them over both workers.
