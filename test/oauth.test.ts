@@ -93,7 +93,7 @@ describe("server tokens (OAuth client credentials)", () => {
 
   describe("with a real OAuth client library", () => {
     for (const method of ["client_secret_basic", "client_secret_post"] as const) {
-      it(`gets a token with ${method} that a JWKS verifier accepts, with every claim of the specification`, async () => {
+      it(`gets a token with ${method} that a JWKS verifier accepts, with every claim of the specification plus client_id`, async () => {
         const c = await newClient();
         const as = await discover();
         const auth =
@@ -122,6 +122,7 @@ describe("server tokens (OAuth client credentials)", () => {
         expect(Object.keys(payload).sort()).to.deep.equal([
           "app_id",
           "aud",
+          "client_id",
           "exp",
           "iat",
           "iss",
@@ -131,12 +132,15 @@ describe("server tokens (OAuth client credentials)", () => {
         ]);
         expect(payload).to.include({
           sub: c.clientId,
+          // RFC 9068 section 2.2: what tells a server token from a user's session token.
+          client_id: c.clientId,
           scope: "billing:read",
           app_id: owner.appId,
           aud: owner.appId,
           iss: issuer(),
         });
         expect((payload.exp ?? 0) - (payload.iat ?? 0)).to.equal(3600);
+        expect(payload.jti).to.be.a("string").and.not.empty;
         expect(payload).not.to.have.property("session_id");
       });
     }

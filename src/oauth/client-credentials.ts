@@ -98,6 +98,8 @@ export async function clientCredentialsGrant(
     const accessToken = await signAccessToken(deps.keys, {
       iss: deps.issuer,
       sub: client.clientId,
+      // RFC 9068 section 2.2: the client the token was issued to. Session tokens never carry it.
+      client_id: client.clientId,
       aud: client.appId,
       app_id: client.appId,
       scope,
