@@ -126,26 +126,43 @@ describe("on a Redis Cluster", () => {
       headers: basicAuth(String(client.body.client_id), String(client.body.client_secret)),
     });
     expect(token.status).to.equal(200);
+    expect(
+      (
+        await post(
+          `/v2/session/apps/${made.app_id}/config/scopes`,
+          { scope: "svc:pwd:write" },
+          { authorization: `Bearer ${made.management_api_key}` },
+        )
+      ).status,
+    ).to.equal(200);
 
-    const before = sms.messages.length;
-    const started = await post("/v1/session/login/otp", {
-      app_id: made.app_id,
-      identifier: { type: "phone_number", value: "+33612345679" },
-    });
-    const code = SmsReceiver.code(await sms.message(before));
-    const session = await post("/v1/session/login/otp/check", {
-      challenge_token: started.body.challenge_token,
-      code,
-      grant_change_password: true,
-    });
+    const login = async (extra: Record<string, unknown>) => {
+      const before = sms.messages.length;
+      const started = await post("/v1/session/login/otp", {
+        app_id: made.app_id,
+        identifier: { type: "phone_number", value: "+33612345679" },
+      });
+      const code = SmsReceiver.code(await sms.message(before));
+      return post("/v1/session/login/otp/check", {
+        challenge_token: started.body.challenge_token,
+        code,
+        ...extra,
+      });
+    };
+    const other = await login({});
+    const session = await login({ grant_change_password: true });
     expect(session.body.scope).to.equal("svc:pwd:write");
     const bearer = { authorization: `Bearer ${String(session.body.access_token)}` };
+    // The script ends the user's other sessions too: every key it touches is in the user's slot.
     expect(
       (await post("/v1/session/me/password/reset", { password: "cluster-passw0rd" }, bearer)).status,
     ).to.equal(204);
     expect(
       (await post("/v1/session/refresh", { refresh_token: session.body.refresh_token })).status,
     ).to.equal(200);
+    expect((await post("/v1/session/refresh", { refresh_token: other.body.refresh_token })).status).to.equal(
+      401,
+    );
   });
 
   it("keeps accounts, runs their scripts and serves lookups over REST and gRPC", async () => {

@@ -262,11 +262,11 @@ describe("input hardening: bounded errors, undecodable and oversized gRPC messag
       ]);
       if (user === undefined) throw new Error("user not created");
       userId = user.userId;
-      ({ sessionId } = await app.registry.sessions.open(userId, appId, "jti-claims"));
+      ({ sessionId } = await app.registry.sessions.open(userId, appId, "jti-claims", { amr: ["otp"] }));
     });
 
     /** A token signed with the service's real signing key: the claims issueSessionToken sets, changed. */
-    function token(change: Record<string, unknown>): Promise<string> {
+    function token(change: Record<string, unknown>, typ = "session+jwt"): Promise<string> {
       const iat = Math.floor(Date.now() / 1000);
       const claims: Record<string, unknown> = {
         iss: app.config.ISSUER_URL,
@@ -278,10 +278,12 @@ describe("input hardening: bounded errors, undecodable and oversized gRPC messag
         iat,
         exp: iat + 600,
         jti: "jti-claims",
+        amr: ["otp"],
+        auth_time: iat,
         ...change,
       };
       // JSON drops undefined claims, which is how a test leaves one out.
-      return signAccessToken(app.registry.signingKeys, claims as { iat: number; exp: number });
+      return signAccessToken(app.registry.signingKeys, claims as { iat: number; exp: number }, { typ });
     }
 
     async function me(bearer: string) {
@@ -295,16 +297,18 @@ describe("input hardening: bounded errors, undecodable and oversized gRPC messag
       expect(answer.body).to.include({ user_id: userId });
     });
 
-    const refused: [string, () => Record<string, unknown>][] = [
+    const refused: [string, () => Record<string, unknown>, string?][] = [
       ["without exp", () => ({ exp: undefined })],
       ["without iat", () => ({ iat: undefined })],
       ["without aud", () => ({ aud: undefined })],
       ["with another app's aud", () => ({ aud: otherAppId })],
       ["with aud as a list holding its app_id", () => ({ aud: [appId] })],
+      ["with a server token's client_id", () => ({ client_id: "rfc_someclient" })],
+      ["with a server token's typ at+jwt", () => ({}), "at+jwt"],
     ];
-    for (const [name, change] of refused) {
+    for (const [name, change, typ] of refused) {
       it(`refuses a token ${name} with 401 invalid_token`, async () => {
-        const answer = await me(await token(change()));
+        const answer = await me(await token(change(), typ));
         expect(answer.status).to.equal(401);
         expect(answer.body.code).to.equal("invalid_token");
         expect(answer.body.message).to.be.a("string").and.not.empty;

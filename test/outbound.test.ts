@@ -291,7 +291,9 @@ describe("outbound calls to caller-supplied URLs (OUTBOUND_ALLOWED_CIDRS)", () =
         type: "email_address",
         value: "someone@example.com",
       });
-      const { sessionId } = await b.registry.sessions.open(user.userId, made.app.appId, "jti-1");
+      const { sessionId, login } = await b.registry.sessions.open(user.userId, made.app.appId, "jti-1", {
+        amr: ["otp"],
+      });
       const { issueSessionToken } = await import("../src/session/tokens.js");
       const token = await issueSessionToken(b.registry.signingKeys, {
         issuer: b.config.ISSUER_URL,
@@ -301,6 +303,7 @@ describe("outbound calls to caller-supplied URLs (OUTBOUND_ALLOWED_CIDRS)", () =
         scopes: [],
         jti: "jti-1",
         lifetimeSeconds: 300,
+        login,
       });
       const asked = await rest(b.baseUrl).call("POST", "/v1/session/stepup/request", {
         bearer: token,

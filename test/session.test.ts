@@ -1,11 +1,11 @@
 import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
-import { decodeJwt } from "jose";
+import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from "jose";
 import { SessionServiceClient } from "../src/gen/ringfence/session/v1/session_service.js";
 import { StepUpServiceClient } from "../src/gen/ringfence/stepup/v1/stepup_service.js";
 import { verifyWebhook } from "../src/webhooks/signature.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
-import { rest, type Json } from "./support/rest.js";
+import { basicAuth, rest, type Json } from "./support/rest.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
 import { PWD, reviewEntry } from "./support/stepup.js";
 
@@ -438,6 +438,203 @@ describe("sessions, step-up and password change", () => {
       const s = await login({ type: "phone_number", value: freshPhone() });
       const r = await call("POST", "/v1/session/stepup/request", { scope: "admin:all" }, s.access_token);
       expect([r.status, r.body.code]).to.deep.equal([403, "scope_not_allowed"]);
+    });
+  });
+
+  describe("token kinds", () => {
+    const jwks = () => createRemoteJWKSet(new URL(`${app.config.ISSUER_URL}/.well-known/jwks.json`));
+
+    it("gives a user a session+jwt token that a verifier requiring at+jwt refuses", async () => {
+      const s = await login({ type: "phone_number", value: freshPhone() });
+      // What a backend checks for a server token: the attacker's OTP login must not pass it.
+      const asServerToken = jwtVerify(s.access_token, jwks(), {
+        issuer: app.config.ISSUER_URL,
+        audience: appId,
+        typ: "at+jwt",
+      });
+      await asServerToken.then(
+        () => expect.fail("a session token passed as a server token"),
+        (err: unknown) => expect(err).to.have.property("code", "ERR_JWT_CLAIM_VALIDATION_FAILED"),
+      );
+      const { payload, protectedHeader } = await jwtVerify(s.access_token, jwks(), {
+        issuer: app.config.ISSUER_URL,
+        audience: appId,
+        typ: "session+jwt",
+      });
+      expect(protectedHeader.typ).to.equal("session+jwt");
+      expect(payload).not.to.have.property("client_id");
+      expect(Object.keys(payload).sort()).to.deep.equal([
+        "amr",
+        "app_id",
+        "aud",
+        "auth_time",
+        "exp",
+        "iat",
+        "iss",
+        "jti",
+        "scope",
+        "session_id",
+        "sub",
+      ]);
+      expect(payload.amr).to.deep.equal(["otp", "sms"]);
+      expect(payload.auth_time)
+        .to.be.a("number")
+        .within((payload.iat ?? 0) - 1, payload.iat ?? 0);
+    });
+
+    it("says an emailed code is amr otp, and keeps amr and auth_time across refreshes", async () => {
+      const s = await login({ type: "email_address", value: freshEmail() });
+      const first = decodeJwt(s.access_token);
+      expect(first.amr).to.deep.equal(["otp"]);
+      // The next token is issued in a later second, so a refresh that reset auth_time would show.
+      const authTime = Number(first.auth_time);
+      while (Math.floor(Date.now() / 1000) <= authTime) await new Promise((r) => setTimeout(r, 20));
+      const refreshed = await call("POST", "/v1/session/refresh", { refresh_token: s.refresh_token });
+      expect(refreshed.status).to.equal(200);
+      const token = String(refreshed.body.access_token);
+      const next = decodeJwt(token);
+      expect(decodeProtectedHeader(token).typ).to.equal("session+jwt");
+      expect(next.iat).to.be.greaterThan(authTime);
+      expect(next).to.include({ auth_time: authTime, session_id: first.session_id });
+      expect(next.amr).to.deep.equal(["otp"]);
+      expect(next).not.to.have.property("client_id");
+    });
+
+    it("refuses a server token on user calls", async () => {
+      const client = await call(
+        "POST",
+        `/v2/session/apps/${appId}/oauth/clients`,
+        {
+          client_name: "Backend",
+          provider_url: "https://backend.example.com",
+          grant_types: ["client_credentials"],
+        },
+        mgmtKey,
+      );
+      expect(client.status, JSON.stringify(client.body)).to.equal(201);
+      const issued = await rest(app.baseUrl).call("POST", "/v1/session/oauth/token", {
+        form: { grant_type: "client_credentials" },
+        headers: basicAuth(String(client.body.client_id), String(client.body.client_secret)),
+      });
+      expect(issued.status).to.equal(200);
+      const me = await call("GET", "/v1/session/me", undefined, String(issued.body.access_token));
+      expect([me.status, me.body.code]).to.deep.equal([401, "invalid_token"]);
+    });
+  });
+
+  describe("a password change", () => {
+    it("ends the user's other sessions at once, access and refresh tokens, and keeps the one that changed it", async () => {
+      const phone = freshPhone();
+      const stolen = await login({ type: "phone_number", value: phone });
+      const other = await login({ type: "phone_number", value: phone });
+      const bystander = await login({ type: "phone_number", value: freshPhone() });
+      const changing = await login({ type: "phone_number", value: phone }, { grant_change_password: true });
+      expect((await call("GET", "/v1/session/me", undefined, stolen.access_token)).status).to.equal(200);
+
+      const reset = await call(
+        "POST",
+        "/v1/session/me/password/reset",
+        { password: "fresh-passw0rd" },
+        changing.access_token,
+      );
+      expect(reset.status).to.equal(204);
+
+      for (const ended of [stolen, other]) {
+        const me = await call("GET", "/v1/session/me", undefined, ended.access_token);
+        expect([me.status, me.body.code]).to.deep.equal([401, "invalid_token"]);
+        const refreshed = await call("POST", "/v1/session/refresh", { refresh_token: ended.refresh_token });
+        expect([refreshed.status, refreshed.body.code]).to.deep.equal([401, "invalid_token"]);
+      }
+      expect((await call("GET", "/v1/session/me", undefined, changing.access_token)).status).to.equal(200);
+      const kept = await call("POST", "/v1/session/refresh", { refresh_token: changing.refresh_token });
+      expect(kept.status).to.equal(200);
+      expect(
+        (await call("GET", "/v1/session/me", undefined, String(kept.body.access_token))).status,
+      ).to.equal(200);
+      expect((await call("GET", "/v1/session/me", undefined, bystander.access_token)).status).to.equal(200);
+
+      const endedIds = [stolen, other].map((t) => String(decodeJwt(t.access_token).session_id));
+      const revoked = (r: typeof hooks.received) =>
+        r
+          .map((x) => JSON.parse(x.body) as { type: string; payload: Json })
+          .filter((e) => e.type === "session.revoked" && e.payload.reason === "password_changed")
+          .map((e) => String(e.payload.session_id))
+          .filter((id) => endedIds.includes(id));
+      await hooks.until((r) => revoked(r).length === 2);
+      expect(revoked(hooks.received).sort()).to.deep.equal([...endedIds].sort());
+    });
+
+    it("keeps the user's session index to the sessions alive", async () => {
+      const phone = freshPhone();
+      const a = await login({ type: "phone_number", value: phone });
+      const b = await login({ type: "phone_number", value: phone });
+      const userId = String(decodeJwt(a.access_token).sub);
+      const index = app.registry.keys.key("sessions", userId);
+      const ids = [a, b].map((t) => String(decodeJwt(t.access_token).session_id));
+      expect((await app.registry.redis.zrange(index, "0", "-1")).sort()).to.deep.equal([...ids].sort());
+      expect(await app.registry.redis.pttl(index)).to.be.greaterThan(0);
+      expect((await call("POST", "/v1/session/logout", {}, a.access_token)).status).to.equal(204);
+      expect(await app.registry.redis.zrange(index, "0", "-1")).to.deep.equal([ids[1]]);
+    });
+  });
+
+  describe("grant_change_password at login", () => {
+    it("grants svc:pwd:write only once the app allows it", async () => {
+      const made = JSON.parse(
+        (await runCli(["apps", "create", "--name", "Strict"], cliEnv(app.config))).stdout,
+      ) as {
+        app_id: string;
+        management_api_key: string;
+      };
+      const loginTo = async (phone: string): Promise<Tokens> => {
+        const before = sms.messages.length;
+        const started = await call("POST", "/v1/session/login/otp", {
+          app_id: made.app_id,
+          identifier: { type: "phone_number", value: phone },
+        });
+        expect(started.status).to.equal(200);
+        const checked = await call("POST", "/v1/session/login/otp/check", {
+          challenge_token: started.body.challenge_token,
+          code: await lastSmsCodeTo(phone, before),
+          grant_change_password: true,
+        });
+        expect(checked.status, JSON.stringify(checked.body)).to.equal(200);
+        return checked.body as unknown as Tokens;
+      };
+      const phone = freshPhone();
+
+      const refused = await loginTo(phone);
+      expect(refused.scope).to.equal("");
+      expect(decodeJwt(refused.access_token).scope).to.equal("");
+      const me = await call("GET", "/v1/session/me", undefined, refused.access_token);
+      expect(me.body.scopes).to.deep.equal([]);
+      const denied = await call(
+        "POST",
+        "/v1/session/me/password/reset",
+        { password: "sneaky-passw0rd" },
+        refused.access_token,
+      );
+      expect([denied.status, denied.body.code]).to.deep.equal([403, "insufficient_scope"]);
+
+      const allowed = await call(
+        "POST",
+        `/v2/session/apps/${made.app_id}/config/scopes`,
+        { scope: PWD },
+        made.management_api_key,
+      );
+      expect(allowed.status).to.equal(200);
+      const granted = await loginTo(phone);
+      expect(granted.scope).to.equal(PWD);
+      expect(
+        (
+          await call(
+            "POST",
+            "/v1/session/me/password/reset",
+            { password: "allowed-passw0rd" },
+            granted.access_token,
+          )
+        ).status,
+      ).to.equal(204);
     });
   });
 

@@ -43,3 +43,12 @@ export function readIdentifier(id: { type: string; value: string } | undefined):
   }
   throw badField("identifier.type", "must be phone_number or email_address");
 }
+
+/**
+ * The authentication methods (RFC 8176 `amr` values) of a login by a code sent to the identifier:
+ * a one-time code, by SMS for a phone number (`["otp", "sms"]`); RFC 8176 names no email method,
+ * so an emailed code is `["otp"]`. A password login is `["pwd"]`.
+ */
+export function codeLoginAmr(identifier: Identifier): string[] {
+  return identifier.type === "phone_number" ? ["otp", "sms"] : ["otp"];
+}

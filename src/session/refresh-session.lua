@@ -2,8 +2,9 @@
 -- With a refresh token: the current one rotates; a previously used one revokes the session
 -- (reuse means theft). With a step-up token: it is consumed, its scope granted, and the
 -- refresh token rotates too. Single-use grants attach to exactly one access token (its jti).
--- KEYS: 1 session, 2 used refresh hashes, 3 grants, 4 step-up token (or the session again).
--- ARGV[1]: JSON {now, presentedHash?, newHash, jti, keepUntil}.
+-- KEYS: 1 session, 2 used refresh hashes, 3 grants, 4 step-up token (or the session again),
+-- 5 the user's session index (session id → keepUntil).
+-- ARGV[1]: JSON {sessionId, now, presentedHash?, newHash, jti, keepUntil}.
 -- Returns {'ok', scope...}, {'reused'}, or {'invalid'}.
 local a = cjson.decode(ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'invalid'} end
@@ -13,6 +14,7 @@ if type(a.presentedHash) == 'string' then
   if current ~= a.presentedHash then
     if redis.call('SISMEMBER', KEYS[2], a.presentedHash) == 1 then
       redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+      redis.call('ZREM', KEYS[5], a.sessionId)
       return {'reused'}
     end
     return {'invalid'}
@@ -31,6 +33,10 @@ end
 redis.call('SADD', KEYS[2], redis.call('HGET', KEYS[1], 'refresh_hash'))
 redis.call('HSET', KEYS[1], 'refresh_hash', a.newHash)
 for _, k in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do redis.call('PEXPIREAT', k, a.keepUntil) end
+redis.call('ZADD', KEYS[5], a.keepUntil, a.sessionId)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', a.now)
+local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[5], last[2])
 
 local scopes = {'ok'}
 local grants = redis.call('HGETALL', KEYS[3])

@@ -12,10 +12,10 @@ import type { AppEvents } from "../apps/webhooks.js";
 import type { SigningKeys } from "../oauth/keys/signing-keys.js";
 import type { CachedKeySet } from "../oauth/keys/key-set.js";
 import { checkChallenge, issueChallenge } from "../otp/challenge.js";
-import { PASSWORD_SCOPE, readIdentifier } from "./identity.js";
+import { codeLoginAmr, PASSWORD_SCOPE, readIdentifier } from "./identity.js";
 import type { ChallengeStore } from "./challenges.js";
 import type { CodeSender } from "./delivery.js";
-import { readToken, type SessionStore } from "./sessions.js";
+import { readToken, type SessionLogin, type SessionStore } from "./sessions.js";
 import { issueSessionToken, userOf } from "./tokens.js";
 import type { UserStore } from "./users.js";
 
@@ -59,6 +59,7 @@ export function sessionHandlers(
     scopes: string[],
     jti: string,
     refreshToken: string,
+    login: SessionLogin,
   ): Promise<TokenSet> {
     const accessToken = await issueSessionToken(deps.signingKeys, {
       issuer,
@@ -68,6 +69,7 @@ export function sessionHandlers(
       scopes,
       jti,
       lifetimeSeconds: config.SESSION_TOKEN_TTL_SECONDS,
+      login,
     });
     return {
       accessToken,
@@ -103,15 +105,21 @@ export function sessionHandlers(
       await checkChallenge(deps, ref, req.code);
       const { user, created } = await deps.users.findOrCreate(login.appId, login.identifier);
       const jti = randomUUID();
+      // The code proves the identifier, but the scope is only the app's to give: without
+      // config/scopes allowing it, the login succeeds without it (the answer's scope shows that).
       const grant =
-        req.grantChangePassword === true
+        req.grantChangePassword === true && (await deps.apps.scopes(login.appId)).includes(PASSWORD_SCOPE)
           ? {
               scope: PASSWORD_SCOPE,
               untilMs: Date.now() + config.CHANGE_PASSWORD_GRANT_SECONDS * 1000,
               mode: "single-use" as const,
             }
           : undefined;
-      const { sessionId, refreshToken } = await deps.sessions.open(user.userId, login.appId, jti, grant);
+      const opened = await deps.sessions.open(user.userId, login.appId, jti, {
+        amr: codeLoginAmr(login.identifier),
+        grant,
+      });
+      const { sessionId, refreshToken } = opened;
       await deps.challenges.remove(ref.key);
       await deps.events.emit(login.appId, "session.created", {
         user_id: user.userId,
@@ -135,6 +143,7 @@ export function sessionHandlers(
         grant === undefined ? [] : [grant.scope],
         jti,
         refreshToken,
+        opened.login,
       );
     },
 
@@ -148,12 +157,12 @@ export function sessionHandlers(
       let sessionId: string;
       let result: Awaited<ReturnType<SessionStore["refresh"]>>;
       let stepUpScope: string | undefined;
-      let appId: string;
+      let session: Awaited<ReturnType<SessionStore["describe"]>>;
       if (req.refreshToken !== "") {
         const parsed = readToken("rt", req.refreshToken);
         if (parsed === undefined) throw new RingfenceError("invalid_token", "malformed refresh_token");
         ({ userId, id: sessionId } = parsed);
-        appId = (await deps.sessions.appOf(userId, sessionId)) ?? "";
+        session = await deps.sessions.describe(userId, sessionId);
         result = await deps.sessions.refresh(userId, sessionId, { refreshHash: parsed.hash }, jti);
       } else {
         const parsed = deps.challenges.readStepUpToken(req.stepUpToken);
@@ -163,10 +172,11 @@ export function sessionHandlers(
         }
         ({ userId } = parsed);
         ({ sessionId, scope: stepUpScope } = owner);
-        appId = (await deps.sessions.appOf(userId, sessionId)) ?? "";
+        session = await deps.sessions.describe(userId, sessionId);
         result = await deps.sessions.refresh(userId, sessionId, { stepUpKey: parsed.key }, jti);
       }
-      if (result.outcome !== "ok") {
+      const appId = session?.appId ?? "";
+      if (result.outcome !== "ok" || session === undefined) {
         if (result.outcome === "reused") {
           deps.log.warn("refresh token reused: session revoked", { user_id: userId });
           await deps.events.emit(appId, "session.revoked", {
@@ -190,7 +200,7 @@ export function sessionHandlers(
           via: "step_up",
         });
       }
-      return tokens(userId, sessionId, appId, result.scopes, jti, result.refreshToken);
+      return tokens(userId, sessionId, appId, result.scopes, jti, result.refreshToken, session.login);
     },
 
     async logout(_req, ctx) {

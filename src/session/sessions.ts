@@ -34,10 +34,20 @@ function sha256(s: string): string {
   return createHash("sha256").update(s).digest("hex");
 }
 
+/** How the session's user logged in: RFC 8176 `amr` values and the login's time (seconds). */
+export interface SessionLogin {
+  amr: string[];
+  authTime: number;
+}
+
 /**
- * Sessions live under their user's hash tag, beside the user, so a password change and the
- * consumption of its scope are one script: `sess:{<user_id>}:<session_id>` (hash: app, refresh
- * hash), `…:used` (rotated refresh hashes), `…:grants` (scope → {untilMs, mode, jti}).
+ * Sessions live under their user's hash tag, beside the user, so a password change, the
+ * consumption of its scope and the end of the user's other sessions are one script:
+ * `sess:{<user_id>}:<session_id>` (hash: app, refresh hash, amr, auth_time), `…:used` (rotated
+ * refresh hashes), `…:grants` (scope → {untilMs, mode, jti}), and the user's index
+ * `sessions:{<user_id>}` (sorted set: session id scored by the time its keys expire). The scripts
+ * that open, refresh and end sessions keep the index, and drop the entries of expired sessions,
+ * so it holds at most the sessions alive now and expires with the last of them.
  */
 export class SessionStore {
   constructor(
@@ -53,7 +63,12 @@ export class SessionStore {
       used: `${session}:used`,
       grants: `${session}:grants`,
       user: this.keys.key("user", userId),
+      index: this.indexOf(userId),
     };
+  }
+
+  private indexOf(userId: string): string {
+    return this.keys.key("sessions", userId);
   }
 
   /** Opens a session; a grant given here is attached to the access token `jti`. */
@@ -61,29 +76,56 @@ export class SessionStore {
     userId: string,
     appId: string,
     jti: string,
-    grant?: Grant,
-  ): Promise<{ sessionId: string; refreshToken: string }> {
+    login: { amr: string[]; grant?: Grant },
+  ): Promise<{ sessionId: string; refreshToken: string; login: SessionLogin }> {
     const sessionId = randomBytes(16).toString("base64url");
     const refresh = newToken("rt", userId, sessionId);
     const k = this.keysOf(userId, sessionId);
+    const now = Date.now();
+    const authTime = Math.floor(now / 1000);
     await openSession.run(
       this.redis,
-      [k.session, k.grants],
+      [k.session, k.grants, k.index],
       [
         JSON.stringify({
+          sessionId,
           appId,
-          createdAt: new Date().toISOString(),
+          createdAt: new Date(now).toISOString(),
           refreshHash: refresh.hash,
-          keepUntil: Date.now() + this.refreshLifetimeMs,
-          grant: grant === undefined ? null : { ...grant, jti },
+          amr: login.amr.join(" "),
+          authTime,
+          now,
+          keepUntil: now + this.refreshLifetimeMs,
+          grant: login.grant === undefined ? null : { ...login.grant, jti },
         }),
       ],
     );
-    return { sessionId, refreshToken: refresh.token };
+    return { sessionId, refreshToken: refresh.token, login: { amr: login.amr, authTime } };
   }
 
-  async appOf(userId: string, sessionId: string): Promise<string | undefined> {
-    return (await this.redis.hget(this.keysOf(userId, sessionId).session, "app_id")) ?? undefined;
+  /**
+   * The app of a session and how its user logged in; undefined when it has ended. A session
+   * opened before logins were recorded counts as a code login at its creation.
+   */
+  async describe(
+    userId: string,
+    sessionId: string,
+  ): Promise<{ appId: string; login: SessionLogin } | undefined> {
+    const [appId, amr, authTime, createdAt] = await this.redis.hmget(
+      this.keysOf(userId, sessionId).session,
+      "app_id",
+      "amr",
+      "auth_time",
+      "created_at",
+    );
+    if (appId == null) return undefined;
+    return {
+      appId,
+      login: {
+        amr: amr == null ? ["otp"] : amr.split(" "),
+        authTime: authTime == null ? Math.floor(Date.parse(createdAt ?? "") / 1000) || 0 : Number(authTime),
+      },
+    };
   }
 
   /**
@@ -101,9 +143,10 @@ export class SessionStore {
     const stepUp = "stepUpKey" in presented ? presented.stepUpKey : k.session;
     const [outcome, ...scopes] = (await refreshSession.run(
       this.redis,
-      [k.session, k.used, k.grants, stepUp],
+      [k.session, k.used, k.grants, stepUp, k.index],
       [
         JSON.stringify({
+          sessionId,
           now: Date.now(),
           presentedHash: "refreshHash" in presented ? presented.refreshHash : null,
           newHash: next.hash,
@@ -137,21 +180,51 @@ export class SessionStore {
 
   async end(userId: string, sessionId: string): Promise<boolean> {
     const k = this.keysOf(userId, sessionId);
-    return (await this.redis.del(k.session, k.used, k.grants)) > 0;
+    const [deleted] = (await this.redis
+      .multi()
+      .del(k.session, k.used, k.grants)
+      .zrem(k.index, sessionId)
+      .exec()) as [[Error | null, number], [Error | null, number]];
+    if (deleted[0] !== null) throw deleted[0];
+    return deleted[1] > 0;
   }
 
+  /**
+   * Writes a new password and consumes the scope that allows it, and ends every other session of
+   * the user (their access and refresh tokens stop working), in one script; the session that
+   * changed it stays. Returns the ids of the sessions it ended.
+   */
   async resetPassword(
     userId: string,
     sessionId: string,
     args: { scope: string; jti: string; passwordHash: string },
-  ): Promise<"ok" | "no_session" | "insufficient_scope"> {
+  ): Promise<{ outcome: "ok"; ended: string[] } | { outcome: "no_session" | "insufficient_scope" }> {
     const k = this.keysOf(userId, sessionId);
-    return (await resetPassword.run(
-      this.redis,
-      [k.session, k.grants, k.user],
-      [JSON.stringify({ ...args, now: Date.now() })],
-    )) as "ok" | "no_session" | "insufficient_scope";
+    // The other sessions' keys must be named to the script: it reads the index here, and the
+    // script refuses (`stale`, nothing written) when a session opened meanwhile is not among them.
+    for (let attempt = 0; ; attempt++) {
+      const others = (await this.redis.zrangebyscore(k.index, Date.now(), "+inf")).filter(
+        (id) => id !== sessionId && /^[A-Za-z0-9_-]{16,43}$/.test(id),
+      );
+      const otherKeys = others.flatMap((id) => {
+        const o = this.keysOf(userId, id);
+        return [o.session, o.used, o.grants];
+      });
+      const [outcome, ...ended] = (await resetPassword.run(
+        this.redis,
+        [k.session, k.grants, k.user, k.index, ...otherKeys],
+        [JSON.stringify({ ...args, sessionId, others, now: Date.now() })],
+      )) as [string, ...string[]];
+      if (outcome === "ok") return { outcome, ended };
+      if (outcome === "no_session" || outcome === "insufficient_scope") return { outcome };
+      if (attempt >= MAX_RESET_ATTEMPTS) {
+        throw new Error("the user's sessions kept changing during a password change");
+      }
+    }
   }
 }
+
+/** Index reads a password change makes while logins of the same user keep opening sessions. */
+const MAX_RESET_ATTEMPTS = 5;
 
 export { randomUUID as newJti };

@@ -1,9 +1,9 @@
 import { jwtVerify } from "jose";
 import { isRedisUnavailable, RingfenceError } from "../errors.js";
 import { callerOf, type Authenticator, type CallContext } from "../rpc/binding.js";
-import { signAccessToken, type SigningKeys } from "../oauth/keys/signing-keys.js";
+import { SESSION_TOKEN_TYPE, signAccessToken, type SigningKeys } from "../oauth/keys/signing-keys.js";
 import type { CachedKeySet } from "../oauth/keys/key-set.js";
-import type { SessionStore } from "./sessions.js";
+import type { SessionLogin, SessionStore } from "./sessions.js";
 
 export interface Caller {
   userId: string;
@@ -13,7 +13,12 @@ export interface Caller {
   scopes: string[];
 }
 
-/** A session access token: sub (user), session_id, app_id, scope, signed like server tokens. */
+/**
+ * A user session access token: header `typ: session+jwt` (never `at+jwt`, so a verifier of
+ * server tokens refuses it); claims sub (user), session_id, app_id, scope, amr and auth_time (the
+ * login's methods and time, kept across refreshes), signed like server tokens. No `client_id`:
+ * that claim names the client of a server token.
+ */
 export async function issueSessionToken(
   keys: SigningKeys,
   c: {
@@ -24,28 +29,36 @@ export async function issueSessionToken(
     scopes: string[];
     jti: string;
     lifetimeSeconds: number;
+    login: SessionLogin;
   },
 ): Promise<string> {
   const iat = Math.floor(Date.now() / 1000);
-  return signAccessToken(keys, {
-    iss: c.issuer,
-    sub: c.userId,
-    aud: c.appId,
-    app_id: c.appId,
-    session_id: c.sessionId,
-    scope: c.scopes.join(" "),
-    iat,
-    exp: iat + c.lifetimeSeconds,
-    jti: c.jti,
-  });
+  return signAccessToken(
+    keys,
+    {
+      iss: c.issuer,
+      sub: c.userId,
+      aud: c.appId,
+      app_id: c.appId,
+      session_id: c.sessionId,
+      scope: c.scopes.join(" "),
+      amr: c.login.amr,
+      auth_time: c.login.authTime,
+      iat,
+      exp: iat + c.lifetimeSeconds,
+      jti: c.jti,
+    },
+    { typ: SESSION_TOKEN_TYPE },
+  );
 }
 
 const CHALLENGE = { "www-authenticate": 'Bearer realm="ringfence", error="invalid_token"' };
 
 /**
  * The caller of a user call: a valid session token whose session is still alive in Redis, so a
- * logout or a revoked session applies at once even to tokens already issued. The token must carry
- * `exp` and `iat`, and an `aud` equal to its `app_id`, as `issueSessionToken` makes it.
+ * logout or a revoked session applies at once even to tokens already issued. The token must have
+ * the header `typ: session+jwt` (a server token, `at+jwt`, is refused) and carry `exp` and `iat`,
+ * an `aud` equal to its `app_id`, and no `client_id`, as `issueSessionToken` makes it.
  */
 async function authenticateCaller(
   ctx: CallContext,
@@ -61,7 +74,7 @@ async function authenticateCaller(
   try {
     ({ payload } = await jwtVerify(match[1], deps.keySet.getKey, {
       issuer: deps.issuer,
-      typ: "at+jwt",
+      typ: SESSION_TOKEN_TYPE,
       requiredClaims: ["exp", "iat", "aud"],
     }));
   } catch (err) {
@@ -71,6 +84,7 @@ async function authenticateCaller(
   }
   const { sub, session_id: sessionId, app_id: appId, jti, scope, aud } = payload;
   if (
+    "client_id" in payload ||
     typeof sub !== "string" ||
     typeof sessionId !== "string" ||
     typeof appId !== "string" ||

@@ -193,16 +193,27 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
       if (!(await deps.sessions.scopes(caller.userId, caller.sessionId)).includes(PASSWORD_SCOPE))
         throw insufficient();
       const passwordHash = await hashPassword(req.password);
-      const outcome = await deps.sessions.resetPassword(caller.userId, caller.sessionId, {
+      // Every other session of the user ends with the change: a stolen one does not survive it.
+      const reset = await deps.sessions.resetPassword(caller.userId, caller.sessionId, {
         scope: PASSWORD_SCOPE,
         jti: caller.jti,
         passwordHash,
       });
-      if (outcome === "no_session") throw new RingfenceError("invalid_token", "the session has ended");
-      if (outcome === "insufficient_scope") throw insufficient();
+      if (reset.outcome !== "ok") {
+        throw reset.outcome === "no_session"
+          ? new RingfenceError("invalid_token", "the session has ended")
+          : insufficient();
+      }
       const who = { user_id: caller.userId, session_id: caller.sessionId };
       await deps.events.emit(caller.appId, "scope.consumed", { ...who, scope: PASSWORD_SCOPE });
       await deps.events.emit(caller.appId, "password.changed", who);
+      for (const ended of reset.ended) {
+        await deps.events.emit(caller.appId, "session.revoked", {
+          user_id: caller.userId,
+          session_id: ended,
+          reason: "password_changed",
+        });
+      }
       return {};
     },
   };

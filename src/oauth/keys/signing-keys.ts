@@ -245,8 +245,16 @@ function published(record: StoredKey): PublicJwk {
 }
 
 /**
- * Signs a JWT with the current key; header {alg: "ES256", kid, typ} (RFC 9068 `at+jwt` unless
- * told otherwise). The caller supplies every claim, iat and exp included.
+ * The `typ` header of server tokens (client_credentials, RFC 9068): a verifier that requires it
+ * never takes a user's session token for one.
+ */
+export const SERVER_TOKEN_TYPE = "at+jwt";
+/** The `typ` header of user session access tokens; the service takes no other on user calls. */
+export const SESSION_TOKEN_TYPE = "session+jwt";
+
+/**
+ * Signs a JWT with the current key; header {alg: "ES256", kid, typ}: `at+jwt` (a server token)
+ * unless told otherwise. The caller supplies every claim, iat and exp included.
  */
 export async function signAccessToken(
   keys: SigningKeys,
@@ -254,7 +262,8 @@ export async function signAccessToken(
   options: { typ?: string } = {},
 ): Promise<string> {
   const key = await keys.current();
-  return compactJws({ alg: key.alg, kid: key.kid, typ: options.typ ?? "at+jwt" }, claims, key.privateKey);
+  const typ = options.typ ?? SERVER_TOKEN_TYPE;
+  return compactJws({ alg: key.alg, kid: key.kid, typ }, claims, key.privateKey);
 }
 
 /**
