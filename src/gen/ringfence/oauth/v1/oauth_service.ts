@@ -94,7 +94,7 @@ export interface CreateTokenRequest {
 
 /** CreateTokenResponse is the access token response (RFC 6749 section 5.1). */
 export interface CreateTokenResponse {
-  /** The signed JWT. */
+  /** The signed JWT, header typ at+jwt, with sub and client_id the client id (RFC 9068). */
   accessToken: string;
   /** Always `Bearer`. */
   tokenType: string;

@@ -49,13 +49,19 @@ export interface CheckOtpLoginRequest {
   challengeToken: string;
   /** The code received. Required. */
   code: string;
-  /** Grant the session `svc:pwd:write` at once (the login code proved the identifier). */
+  /**
+   * Grant the session `svc:pwd:write` at once (the login code proved the identifier), if the app
+   * allowed that scope; otherwise the login succeeds without it.
+   */
   grantChangePassword?: boolean | undefined;
 }
 
 /** CheckOtpLoginResponse is the new session's tokens. */
 export interface CheckOtpLoginResponse {
-  /** Short-lived JWT with sub, session_id, app_id, scope. */
+  /**
+   * Short-lived JWT, header typ session+jwt, with sub, session_id, app_id, scope, amr, auth_time
+   * and no client_id.
+   */
   accessToken: string;
   /** Single-use refresh token; a reused one revokes the session. */
   refreshToken: string;
@@ -75,7 +81,10 @@ export interface RefreshSessionRequest {
 
 /** RefreshSessionResponse is the session's new tokens. */
 export interface RefreshSessionResponse {
-  /** Short-lived JWT with sub, session_id, app_id, scope. */
+  /**
+   * Short-lived JWT, header typ session+jwt, with sub, session_id, app_id, scope, amr, auth_time
+   * and no client_id.
+   */
   accessToken: string;
   /** The next refresh token. */
   refreshToken: string;
