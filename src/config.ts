@@ -103,6 +103,7 @@ const schema = z
       .string()
       .regex(/^[a-z0-9:_-]*$/, "may only hold a-z, 0-9, ':', '_' and '-'")
       .default("rf:"),
+    // Required in production (loadConfig): tokens and the metadata must not name 127.0.0.1 there.
     ISSUER_URL: httpUrl().default("http://127.0.0.1:8080"),
     DOCS_URL: httpUrl().default("https://docs.ringfence.dev"),
     SECRETS_KEY: z
@@ -287,7 +288,8 @@ function ruleOf(name: string, fallback: string): string {
  * and the rule it breaks, quoting the value only when it is not a secret.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = schema.safeParse(emptyAsUnset(env));
+  const given = emptyAsUnset(env);
+  const parsed = schema.safeParse(given);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? "environment");
@@ -316,6 +318,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (rest.NODE_ENV === "production" && weak !== undefined) {
     throw new ConfigError(
       `invalid ${weak}: ${DEV_ONLY[weak] ?? "development only"}, refused when NODE_ENV=production`,
+    );
+  }
+  if (rest.NODE_ENV === "production" && given.ISSUER_URL === undefined) {
+    throw new ConfigError(
+      "invalid ISSUER_URL: required when NODE_ENV=production (tokens, jwks_uri and the metadata name it)",
     );
   }
   return {

@@ -129,7 +129,32 @@ describe("configuration", () => {
       ConfigError,
       /^invalid SMS_PROVIDER/,
     );
-    expect(loadConfig({ NODE_ENV: "production", SECRETS_KEY: key, ...http }).devDefaults).to.deep.equal([]);
+    const issuer = { ISSUER_URL: "https://auth.example.com" };
+    expect(
+      loadConfig({ NODE_ENV: "production", SECRETS_KEY: key, ...http, ...issuer }).devDefaults,
+    ).to.deep.equal([]);
+  });
+
+  it("stops a production start without ISSUER_URL with one line naming it", () => {
+    const ready = {
+      NODE_ENV: "production",
+      SECRETS_KEY: Buffer.alloc(32, 7).toString("base64"),
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: "http://127.0.0.1:9/sms",
+      EMAIL_PROVIDER: "http",
+      EMAIL_HTTP_URL: "http://127.0.0.1:9/mail",
+    };
+    for (const unset of [{}, { ISSUER_URL: "" }]) {
+      expect(() => loadConfig({ ...ready, ...unset }))
+        .to.throw(ConfigError)
+        .with.property("message")
+        .that.matches(/^invalid ISSUER_URL: required when NODE_ENV=production [^\n]*$/);
+    }
+    expect(loadConfig({ ...ready, ISSUER_URL: "https://auth.example.com" }).ISSUER_URL).to.equal(
+      "https://auth.example.com",
+    );
+    // Outside production the development default stays.
+    expect(loadConfig({ NODE_ENV: "test" }).ISSUER_URL).to.equal("http://127.0.0.1:8080");
   });
 
   it("needs the provider's URL for the http and smpp SMS providers", () => {

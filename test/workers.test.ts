@@ -350,6 +350,7 @@ describe("WORKERS default", () => {
     SMS_HTTP_URL: "https://sms.example.com/send",
     EMAIL_PROVIDER: "http",
     EMAIL_HTTP_URL: "https://mail.example.com/send",
+    ISSUER_URL: "https://auth.example.com",
   };
 
   it("is 1 outside production", () => {
