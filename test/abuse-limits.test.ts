@@ -644,7 +644,7 @@ describe("abuse limits of the session service", () => {
       await app.stop();
     });
 
-    it("refuses an address after its wrong keys, V2 and V1 alike, even with the right key, counting the rule", async () => {
+    it("refuses only wrong keys once an address's window is full, V2 and V1 alike, and serves the right key, counting the rule", async () => {
       const v2 = (key: string) =>
         rest(app.baseUrl).get("/v2/lookup/+33612345678", { authorization: `Bearer ${key}` });
       const v1 = (key: string) =>
@@ -661,12 +661,20 @@ describe("abuse limits of the session service", () => {
       expect(refused.status).to.equal(429);
       expect(refused.body).to.include({ code: "too_many_attempts", type: "too_many_requests" });
       expect(Number(refused.headers.get("retry-after"))).to.be.within(1, 300);
-      // From now on this address is refused before any key is looked at, in either version.
+      // The window is full: the right key is still served, in either version.
       const right = await v2(customer.key);
-      expect([right.status, right.body.code]).to.deep.equal([429, "too_many_attempts"]);
+      expect(right.status, JSON.stringify(right.body)).to.equal(200);
+      expect(right.body).to.include({ phone_number: "+33612345678" });
       const rightV1 = await v1(customer.key);
-      expect([rightV1.status, rightV1.body.code]).to.deep.equal([400, "bad_request"]);
-      expect(rightV1.headers.get("retry-after")).to.be.a("string");
+      expect(rightV1.status, JSON.stringify(rightV1.body)).to.equal(200);
+      expect(rightV1.body).to.include({ country_code: "FR" });
+      // Wrong keys stay refused: V2 429 too_many_attempts, V1 400 bad_request, both with Retry-After.
+      const wrongV2 = await v2("rfk_wrong5");
+      expect([wrongV2.status, wrongV2.body.code]).to.deep.equal([429, "too_many_attempts"]);
+      expect(Number(wrongV2.headers.get("retry-after"))).to.be.within(1, 300);
+      const wrongV1 = await v1("rfk_wrong6");
+      expect([wrongV1.status, wrongV1.body.code]).to.deep.equal([400, "bad_request"]);
+      expect(Number(wrongV1.headers.get("retry-after"))).to.be.within(1, 300);
       const metrics = await app.registry.metrics.exposition();
       expect(metrics.body).to.match(/ringfence_abuse_refusals_total\{rule="API_KEY_FAILURES_IP"\} 3/);
     });

@@ -15,9 +15,10 @@ const REMEMBERED_ADDRESSES = 10_000;
 /**
  * Failed API-key authentications per client address (API_KEY_FAILURES_IP), for every caller that
  * authenticates with an account's key, V1 and V2. They are counted in Redis on the failure path
- * only, so a right key costs nothing more; once an address's window is full, this process refuses
- * its key authentications without asking Redis until a place frees, so a flood of wrong keys costs
- * neither a hash nor a round trip each.
+ * only, so a right key costs nothing more. A right key is served even while its address's window
+ * is full (an address may be shared, or named by someone else, and must not lock its accounts
+ * out); a wrong key from a full address is refused by this process without counting it in Redis
+ * until a place frees, so a flood of wrong keys costs no round trip each.
  */
 export class KeyFailures {
   /** Client address (its limit subject) → when its window frees a place (epoch ms). */
@@ -29,24 +30,18 @@ export class KeyFailures {
     private readonly rule: WindowRule,
   ) {}
 
-  /** The authenticator `authenticate`, refusing addresses whose window is full and counting its failures. */
+  /** The authenticator `authenticate`, counting its wrong keys and refusing them from full addresses. */
   guard(authenticate: Authenticator<StoredAccount>): Authenticator<StoredAccount> {
     if (this.rule === null) return authenticate;
-    const subjectOf = (address: string | undefined) =>
-      address === undefined ? undefined : limitSubject(address);
     return async (ctx, request) => {
-      // Nothing to look at while no address is refused: a right key pays for nothing.
-      if (this.refusedUntil.size > 0) {
-        const subject = subjectOf(ctx.clientAddress);
-        if (subject !== undefined) this.refuseIfFull(subject);
-      }
       try {
         return await authenticate(ctx, request);
       } catch (err) {
         const wrongKey =
           err instanceof RingfenceError && (err.code === "account_invalid" || err.code === "invalid_api_key");
-        const subject = subjectOf(ctx.clientAddress);
+        const subject = ctx.clientAddress === undefined ? undefined : limitSubject(ctx.clientAddress);
         if (!wrongKey || subject === undefined) throw err;
+        this.refuseIfFull(subject);
         throw (await this.failed(subject)) ?? err;
       }
     };
