@@ -63,9 +63,6 @@ const csv = (allowed: readonly string[]) =>
 
 const LINE_TYPE_NAMES = LINE_TYPES;
 
-/** Private and loopback ranges: where a proxy in front of the service (Envoy) normally sits. */
-const DEFAULT_TRUSTED_PROXIES = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7";
-
 /** `10.0.0.0/8,::1/128`: a comma list of IPv4 or IPv6 CIDRs (empty: none). */
 const cidrs = z
   .string()
@@ -212,7 +209,8 @@ const schema = z
     TOKEN_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
     // Wrong account API keys (V1 x-api-key, V2 bearer) from one client address (docs/settings.md#session-abuse-limits).
     API_KEY_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
-    TRUSTED_PROXY_CIDRS: cidrs.default(parseCidrs(DEFAULT_TRUSTED_PROXIES)),
+    // gRPC peers (Envoy) whose x-forwarded-for names the client; empty: every caller is its own peer.
+    TRUSTED_PROXY_CIDRS: cidrs.default([]),
     // Caller-supplied URLs may reach private or reserved addresses only inside these (section 7).
     OUTBOUND_ALLOWED_CIDRS: cidrs.default([]),
   })

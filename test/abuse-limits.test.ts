@@ -1,9 +1,12 @@
 import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
+import { request as httpRequest } from "node:http";
 import { SessionServiceClient } from "../src/gen/ringfence/session/v1/session_service.js";
+import { LookupServiceClient } from "../src/gen/ringfence/lookup/v2/lookup_service.js";
+import { OAuthServiceClient } from "../src/gen/ringfence/oauth/v1/oauth_service.js";
 import { loadConfig, ConfigError } from "../src/config.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
-import { rest, type Json } from "./support/rest.js";
+import { basicAuth, rest, type Json } from "./support/rest.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
 import { PWD, reviewEntry } from "./support/stepup.js";
 import { Keys } from "../src/redis/client.js";
@@ -97,6 +100,37 @@ function wrongGuess(n: number, avoid: string): string {
     if (s !== avoid) return s;
     g += 1;
   }
+}
+
+/** A JSON REST call sent from `localAddress` (another loopback address: another client). */
+function callFrom(
+  localAddress: string,
+  url: string,
+  method: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Json }> {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = httpRequest(
+      url,
+      {
+        method,
+        localAddress,
+        headers: { ...(data === undefined ? {} : { "content-type": "application/json" }), ...headers },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (text += c));
+        res.on("end", () => {
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Json });
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end(data);
+  });
 }
 
 function expect429(r: { status: number; headers: Headers; body: Json }, what: string): void {
@@ -324,7 +358,12 @@ describe("abuse limits of the session service", () => {
     let untrusted: Rig;
     before(async function () {
       this.timeout(30_000);
-      rig = await Rig.start({ LOGIN_LIMIT_IP: "2/3600", LOGIN_LIMIT_APP: "5/3600" });
+      // The proxy case: this rig's gRPC peers (the tests, on loopback) stand for Envoy.
+      rig = await Rig.start({
+        LOGIN_LIMIT_IP: "2/3600",
+        LOGIN_LIMIT_APP: "5/3600",
+        TRUSTED_PROXY_CIDRS: "127.0.0.0/8,::1/128",
+      });
       untrusted = await Rig.start({ LOGIN_LIMIT_IP: "2/3600", TRUSTED_PROXY_CIDRS: "10.0.0.0/8" });
     });
     after(async () => {
@@ -360,6 +399,169 @@ describe("abuse limits of the session service", () => {
       const results = [];
       for (let i = 0; i < 3; i++) results.push(await grpcLogin(untrusted, 100 + i, `203.0.113.${i + 1}`));
       expect(results.map((r) => r.err?.code ?? 0)).to.deep.equal([0, 0, status.RESOURCE_EXHAUSTED]);
+    });
+  });
+
+  describe("x-forwarded-for from a gRPC caller while TRUSTED_PROXY_CIDRS is unset", () => {
+    let rig: Rig;
+    before(async function () {
+      this.timeout(30_000);
+      rig = await Rig.start({
+        LOGIN_LIMIT_IP: "3/3600",
+        LOGIN_LIMIT_APP: "off",
+        API_KEY_FAILURES_IP: "3/300",
+        TOKEN_FAILURES_IP: "3/300",
+        TOKEN_FAILURES_CLIENT: "off",
+      });
+    });
+    after(async () => rig.stop());
+
+    /** Codes of `n` gRPC calls from this loopback client, each naming another client address. */
+    async function rotating(n: number, first: number, call: (xff: string, i: number) => Promise<number>) {
+      const codes = [];
+      for (let i = 0; i < n; i++) codes.push(await call(`203.0.113.${first + i}`, i));
+      return codes;
+    }
+
+    const login = (xff: string, phone: string) => {
+      const client = new SessionServiceClient(rig.app.grpcAddress, insecure);
+      return unary(
+        client.startOtpLogin.bind(client),
+        { appId: rig.appId, identifier: { type: "phone_number", value: phone } },
+        metadata({ "x-forwarded-for": xff }),
+      ).finally(() => {
+        client.close();
+      });
+    };
+    const lookup = (xff: string, key: string) => {
+      const client = new LookupServiceClient(rig.app.grpcAddress, insecure);
+      return unary(
+        client.lookupPhoneNumber.bind(client),
+        { phoneNumber: "+33612345678", type: [] },
+        metadata({ "x-forwarded-for": xff, authorization: `Bearer ${key}` }),
+      ).finally(() => {
+        client.close();
+      });
+    };
+    const token = (xff: string, clientId: string, secret: string) => {
+      const client = new OAuthServiceClient(rig.app.grpcAddress, insecure);
+      return unary(
+        client.createToken.bind(client),
+        {
+          httpBody: {
+            contentType: "application/x-www-form-urlencoded",
+            data: Buffer.from("grant_type=client_credentials"),
+            extensions: [],
+          },
+        },
+        metadata({ "x-forwarded-for": xff, ...basicAuth(clientId, secret) }),
+      ).finally(() => {
+        client.close();
+      });
+    };
+
+    it("counts login codes of one client naming a new address each time as that one client (LOGIN_LIMIT_IP)", async () => {
+      const codes = await rotating(
+        6,
+        1,
+        async (xff, i) => (await login(xff, `+3361410${String(i).padStart(4, "0")}`)).err?.code ?? 0,
+      );
+      expect(codes).to.deep.equal([0, 0, 0, ...Array<number>(3).fill(status.RESOURCE_EXHAUSTED)]);
+    });
+
+    it("counts wrong API keys of one client naming a new address each time as that one client (API_KEY_FAILURES_IP)", async () => {
+      const codes = await rotating(
+        6,
+        20,
+        async (xff, i) => (await lookup(xff, `rfk_wrong${i}`)).err?.code ?? 0,
+      );
+      expect(codes).to.deep.equal([
+        ...Array<number>(3).fill(status.UNAUTHENTICATED),
+        ...Array<number>(3).fill(status.RESOURCE_EXHAUSTED),
+      ]);
+    });
+
+    it("counts wrong client secrets of one client naming a new address each time as that one client (TOKEN_FAILURES_IP)", async () => {
+      const made = await rig.call(
+        "POST",
+        `/v2/session/apps/${rig.appId}/oauth/clients`,
+        {
+          client_name: "Backend",
+          provider_url: "https://backend.example.com",
+          scopes: [],
+          grant_types: ["client_credentials"],
+        },
+        rig.mgmtKey,
+      );
+      expect(made.status).to.equal(201);
+      const id = String(made.body.client_id);
+      const codes = await rotating(6, 40, async (xff) => (await token(xff, id, "rfs_wrong")).err?.code ?? 0);
+      expect(codes).to.deep.equal([
+        ...Array<number>(3).fill(status.UNAUTHENTICATED),
+        ...Array<number>(3).fill(status.RESOURCE_EXHAUSTED),
+      ]);
+    });
+
+    it("does not count a caller naming another client's address against that client", async function () {
+      this.timeout(30_000);
+      const victim = "127.0.0.2";
+      const fresh = await Rig.start({
+        LOGIN_LIMIT_IP: "3/3600",
+        LOGIN_LIMIT_APP: "off",
+        API_KEY_FAILURES_IP: "3/300",
+      });
+      try {
+        const client = new SessionServiceClient(fresh.app.grpcAddress, insecure);
+        const keys = new LookupServiceClient(fresh.app.grpcAddress, insecure);
+        try {
+          for (let i = 0; i < 5; i++) {
+            await unary(
+              client.startOtpLogin.bind(client),
+              {
+                appId: fresh.appId,
+                identifier: { type: "phone_number", value: `+3361420${String(i).padStart(4, "0")}` },
+              },
+              metadata({ "x-forwarded-for": victim }),
+            );
+            await unary(
+              keys.lookupPhoneNumber.bind(keys),
+              { phoneNumber: "+33612345678", type: [] },
+              metadata({ "x-forwarded-for": victim, authorization: `Bearer rfk_wrong${i}` }),
+            );
+          }
+        } finally {
+          client.close();
+          keys.close();
+        }
+        // Nothing was counted under the named address.
+        const counted = await fresh.app.registry.redis.keys(
+          `${fresh.app.config.REDIS_KEY_PREFIX}*${victim}*`,
+        );
+        expect(counted).to.deep.equal([]);
+        // The client really at that address logs in, and its wrong key is only told it is wrong.
+        const login = await callFrom(victim, `${fresh.app.baseUrl}/v1/session/login/otp`, "POST", {
+          app_id: fresh.appId,
+          identifier: { type: "phone_number", value: "+33614300000" },
+        });
+        expect(login.status, JSON.stringify(login.body)).to.equal(200);
+        const wrong = await callFrom(
+          victim,
+          `${fresh.app.baseUrl}/v2/lookup/+33612345678`,
+          "GET",
+          undefined,
+          {
+            authorization: "Bearer rfk_mine_but_mistyped",
+          },
+        );
+        expect([wrong.status, wrong.body.code]).to.deep.equal([401, "invalid_api_key"]);
+        // While the caller itself is the one held back.
+        const counted127 = await fresh.app.registry.redis.keys(
+          `${fresh.app.config.REDIS_KEY_PREFIX}*127.0.0.1*`,
+        );
+        expect(counted127).to.not.deep.equal([]);
+      } finally {
+        await fresh.stop();
+      }
     });
   });
 
@@ -713,14 +915,8 @@ describe("abuse limits of the session service", () => {
       expect(c.TOKEN_FAILURES_CLIENT).to.deep.equal({ limit: 10, windowSeconds: 300 });
       expect(c.TOKEN_FAILURES_IP).to.deep.equal({ limit: 30, windowSeconds: 300 });
       expect(c.API_KEY_FAILURES_IP).to.deep.equal({ limit: 30, windowSeconds: 300 });
-      expect(c.TRUSTED_PROXY_CIDRS.map((x) => `${x.address}/${x.prefix}`)).to.deep.equal([
-        "127.0.0.0/8",
-        "::1/128",
-        "10.0.0.0/8",
-        "172.16.0.0/12",
-        "192.168.0.0/16",
-        "fc00::/7",
-      ]);
+      // No proxy is trusted unless named: any caller could otherwise name its own address.
+      expect(c.TRUSTED_PROXY_CIDRS).to.deep.equal([]);
     });
 
     it("TRUSTED_PROXY_CIDRS refuses a malformed CIDR naming the variable", () => {

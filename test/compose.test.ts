@@ -4,7 +4,9 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { parse } from "yaml";
+import { BlockList } from "node:net";
 import { cliEnv, startTestApp, type TestApp } from "./support/app.js";
+import { loadConfig } from "../src/config.js";
 import { freePort } from "./support/redis.js";
 
 /**
@@ -26,10 +28,12 @@ interface Service {
   volumes?: string[];
   healthcheck?: HealthCheck;
   depends_on?: Record<string, { condition?: string }> | string[];
+  networks?: Record<string, { ipv4_address?: string } | null> | string[];
 }
 interface Compose {
   services: Record<string, Service>;
   volumes?: Record<string, unknown>;
+  networks?: Record<string, { ipam?: { config?: { subnet?: string }[] } }>;
 }
 
 const compose = parse(readFileSync(join(REPO, "docker-compose.yml"), "utf8")) as Compose;
@@ -79,10 +83,36 @@ describe("docker-compose.yml and the Dockerfile", function () {
   it("runs the service in production, publishes gRPC, and keeps the admin port on loopback", function () {
     const ringfence = service("ringfence");
     expect(ringfence.environment?.NODE_ENV).to.equal("production");
-    expect(ringfence.ports).to.include("50051:50051");
+    expect(ringfence.ports).to.include("127.0.0.1:50051:50051");
     expect(ringfence.environment?.ADMIN_PORT).to.equal("9464");
     expect(ringfence.ports).to.include("127.0.0.1:9464:9464");
     expect(dockerfile).to.match(/^ENV NODE_ENV=production /m);
+  });
+
+  it("publishes gRPC on loopback only, and trusts x-forwarded-for from Envoy's fixed address alone", function () {
+    // Every published port of the service is bound to 127.0.0.1: no other host reaches it but through Envoy.
+    for (const port of service("ringfence").ports ?? []) expect(port, port).to.match(/^127\.0\.0\.1:/);
+    const subnet = compose.networks?.default?.ipam?.config?.[0]?.subnet ?? "";
+    expect(subnet, "a fixed subnet for the compose network").to.match(/^\d+\.\d+\.\d+\.\d+\/\d+$/);
+    const envoyNetworks = service("envoy").networks;
+    const envoyAddress =
+      envoyNetworks !== undefined && !Array.isArray(envoyNetworks)
+        ? envoyNetworks.default?.ipv4_address
+        : undefined;
+    expect(envoyAddress, "Envoy's fixed address").to.be.a("string");
+    const [net = "", prefix = ""] = subnet.split("/");
+    const inSubnet = new BlockList();
+    inSubnet.addSubnet(net, Number(prefix), "ipv4");
+    expect(inSubnet.check(envoyAddress!, "ipv4"), "Envoy's address is inside the subnet").to.equal(true);
+    const trusted = service("ringfence").environment?.TRUSTED_PROXY_CIDRS;
+    expect(trusted).to.equal(`${envoyAddress}/32`);
+    // The value is one the service accepts, naming exactly that address.
+    const cidrs = loadConfig({ TRUSTED_PROXY_CIDRS: trusted }).TRUSTED_PROXY_CIDRS;
+    expect(cidrs).to.deep.equal([{ address: envoyAddress, prefix: 32, family: "ipv4" }]);
+  });
+
+  it("requires ISSUER_URL rather than defaulting it to a loopback address", function () {
+    expect(service("ringfence").environment?.ISSUER_URL).to.match(/^\$\{ISSUER_URL:\?[^}]+\}$/);
   });
 
   it("builds and runs the image on the current Node LTS line (26)", function () {
