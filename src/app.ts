@@ -4,6 +4,7 @@ import { DEV_ONLY, type Config } from "./config.js";
 import { isRedisUnavailable } from "./errors.js";
 import type { Logger } from "./log.js";
 import { Secrets } from "./crypto/secrets.js";
+import { checkSecretsKey } from "./crypto/key-check.js";
 import { connectRedis, createRedis, Keys, type RedisClient } from "./redis/client.js";
 import { RedisAccountStore } from "./accounts/store.js";
 import { AccountCache } from "./accounts/cache.js";
@@ -115,6 +116,20 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
   const keys = new Keys(config.REDIS_KEY_PREFIX);
   const secrets = new Secrets(config.SECRETS_KEY);
   const accounts = new RedisAccountStore(redis, keys, secrets);
+  const signingKeys = new RedisSigningKeys(redis, keys, secrets, {
+    tokenLifetimeSeconds: Math.max(config.ACCESS_TOKEN_TTL_SECONDS, config.SESSION_TOKEN_TTL_SECONDS),
+  });
+  // The service and the CLI alike stop here when the data was sealed with another SECRETS_KEY.
+  try {
+    await checkSecretsKey(redis, keys, secrets, {
+      prefix: config.REDIS_KEY_PREFIX,
+      opensStoredData: () => signingKeys.opensWithThisKey(),
+    });
+  } catch (err) {
+    redis.disconnect();
+    afterAnswer.disconnect();
+    throw err;
+  }
   return {
     config,
     log,
@@ -128,9 +143,7 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     verify: new VerifyStore(redis, keys),
     apps: new AppStore(redis, keys, secrets),
     clients: new ClientStore(redis, keys, secrets, afterAnswer),
-    signingKeys: new RedisSigningKeys(redis, keys, secrets, {
-      tokenLifetimeSeconds: Math.max(config.ACCESS_TOKEN_TTL_SECONDS, config.SESSION_TOKEN_TTL_SECONDS),
-    }),
+    signingKeys,
     users: new UserStore(redis, keys),
     sessions: new SessionStore(redis, keys, config.REFRESH_TOKEN_TTL_SECONDS * 1000),
     challenges: new ChallengeStore(redis, keys),

@@ -5,7 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cliEnv, runCli, startTestApp, type TestApp } from "./support/app.js";
 import { rest } from "./support/rest.js";
-import { startRedis } from "./support/redis.js";
+import { keysAddedSince, keysUnder, startRedis } from "./support/redis.js";
+import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { RedisLookupData } from "../src/lookup/lookup-data.js";
 import { Keys } from "../src/redis/client.js";
@@ -137,6 +138,42 @@ describe("ringfence CLI", function () {
     expect(r.code).to.equal(2);
     expect(r.stderr.trim().split("\n")).to.have.length(1);
     expect(r.stderr).to.include("REDIS_URL");
+  });
+
+  it("refuses, exit 2 with one line naming SECRETS_KEY, a Redis sealed with another SECRETS_KEY, writing nothing", async () => {
+    const keysBefore = await keysUnder(app.registry.redis, app.config.REDIS_KEY_PREFIX);
+    const other = randomBytes(32).toString("base64");
+    const r = await runCli(["accounts", "create", "--name", "Wrong key"], { ...env, SECRETS_KEY: other });
+    expect(r.code, r.stderr).to.equal(2);
+    expect(r.stdout).to.equal("");
+    expect(r.stderr.trim().split("\n")).to.deep.equal([
+      `ringfence: invalid SECRETS_KEY: the data in Redis under REDIS_KEY_PREFIX "${app.config.REDIS_KEY_PREFIX}" was sealed with another SECRETS_KEY`,
+    ]);
+    expect(r.stderr).to.not.include(other);
+    expect(await keysAddedSince(app.registry.redis, app.config.REDIS_KEY_PREFIX, keysBefore)).to.deep.equal(
+      [],
+    );
+    // The service's own key still works.
+    expect((await ok(["accounts", "create", "--name", "Right key"])).customer_uuid).to.be.a("string");
+  });
+
+  it("refuses another SECRETS_KEY on data stored before the key check value existed (by its signing key)", async () => {
+    const check = app.registry.keys.key("secrets", "check");
+    const stored = await app.registry.redis.get(check);
+    expect(stored, "the service stored its check value").to.match(/^[0-9a-f]{64}$/);
+    await app.registry.redis.del(check);
+    try {
+      const r = await runCli(["accounts", "show", "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10"], {
+        ...env,
+        SECRETS_KEY: randomBytes(32).toString("base64"),
+      });
+      expect(r.code, r.stderr).to.equal(2);
+      expect(r.stderr.trim().split("\n")).to.have.length(1);
+      expect(r.stderr).to.match(/^ringfence: invalid SECRETS_KEY: /);
+      expect(await app.registry.redis.get(check), "nothing written for the wrong key").to.equal(null);
+    } finally {
+      await app.registry.redis.set(check, stored ?? "");
+    }
   });
 
   it("prints help for every command", async () => {

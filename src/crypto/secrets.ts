@@ -8,11 +8,17 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEq
 export class Secrets {
   private readonly hashKey: Buffer;
   private readonly encKey: Buffer;
+  /**
+   * The key check value: an HMAC of a fixed label under SECRETS_KEY, stored beside the data so
+   * that another key is told apart at start (src/crypto/key-check.ts); it reveals nothing of the key.
+   */
+  readonly checkValue: string;
 
   constructor(secretsKey: Buffer) {
     if (secretsKey.length !== 32) throw new Error("SECRETS_KEY must be 32 bytes");
     this.hashKey = createHmac("sha256", secretsKey).update("ringfence/hash").digest();
     this.encKey = createHmac("sha256", secretsKey).update("ringfence/encrypt").digest();
+    this.checkValue = createHmac("sha256", secretsKey).update("ringfence/key-check").digest("hex");
   }
 
   /** Keyed hash of a secret, hex; `purpose` keeps hashes of different kinds apart. */

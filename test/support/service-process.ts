@@ -101,3 +101,33 @@ export async function startServiceProcess(
     },
   };
 }
+
+/**
+ * Runs `ringfence serve` (from source) for a start that is meant to fail, and resolves with its exit
+ * code and stderr lines once it has exited (the caller's timeout bounds a start that does not fail).
+ */
+export function serveExpectingExit(
+  env: Record<string, string>,
+): Promise<{ code: number | null; stderr: string[] }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, "serve"], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "",
+        NODE_ENV: "test",
+        HOST: "127.0.0.1",
+        HTTP_PORT: "0",
+        GRPC_PORT: "0",
+        ADMIN_PORT: "0",
+        ...env,
+      },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      resolve({ code, stderr: stderr.split("\n").filter((l) => l !== "") });
+    });
+  });
+}

@@ -130,6 +130,23 @@ export class RedisSigningKeys implements SigningKeys {
     return key;
   }
 
+  /**
+   * Whether the stored current key, if there is one, opens with this SECRETS_KEY: false when it
+   * was sealed with another (for data stored before the key check value, src/crypto/key-check.ts).
+   */
+  async opensWithThisKey(): Promise<boolean> {
+    const kid = await this.redis.hget(this.hashKey, CURRENT);
+    const raw = kid === null ? null : await this.redis.hget(this.hashKey, field(kid));
+    if (raw === null) return true;
+    const record = StoredKey.parse(JSON.parse(raw));
+    try {
+      this.secrets.decrypt(record.private_sealed);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   async rotate(): Promise<{ kid: string }> {
     const made = await this.generate();
     await rotateKey.run(this.redis, [this.hashKey], [made.key.kid, made.record, this.now()]);
