@@ -497,7 +497,14 @@ export async function startApp(config: Config, log: Logger, options: StartOption
   let http: HttpServer | undefined;
   const inFlight = new Set<ServerResponse>();
   if (config.HTTP_PORT !== 0) {
-    http = createGateway(bindings, { ...deps, maxBodyBytes: config.MAX_BODY_BYTES, contract, ready });
+    http = createGateway(bindings, {
+      ...deps,
+      maxBodyBytes: config.MAX_BODY_BYTES,
+      headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
+      contract,
+      ready,
+    });
     const server = http;
     // Runs before the gateway's handler: once shutdown began, every answer closes its connection.
     server.prependListener("request", (_req, res: ServerResponse) => {

@@ -128,6 +128,10 @@ const schema = z
       .refine(isMailbox, "must be an address or Name <address>")
       .default("Ringfence <no-reply@ringfence.dev>"),
     MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(10_485_760).default(65_536),
+    // How long the built-in gateway waits for a request's headers, and for the whole request
+    // (docs/gateway.md#slow-clients-and-refused-bodies), enforced within a quarter of a second.
+    HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(120_000).default(10_000),
+    HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(600_000).default(30_000),
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
     LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
     // Processes serving both ports (node:cluster); unset: the CPUs in production, else 1 (below).
@@ -311,6 +315,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (rest.SMS_PROVIDER === "smpp" && rest.SMPP_URL === undefined) {
     throw new ConfigError("invalid SMPP_URL: required when SMS_PROVIDER=smpp");
+  }
+  if (rest.HTTP_HEADERS_TIMEOUT_MS > rest.HTTP_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(
+      `invalid HTTP_HEADERS_TIMEOUT_MS: may not exceed HTTP_REQUEST_TIMEOUT_MS (${rest.HTTP_REQUEST_TIMEOUT_MS})`,
+    );
   }
   const [weak] = devDefaults;
   if (rest.NODE_ENV === "production" && weak !== undefined) {

@@ -29,6 +29,14 @@ describe("configuration", () => {
     expect(c.devDefaults).to.deep.equal(["SECRETS_KEY", "SMS_PROVIDER", "EMAIL_PROVIDER"]);
   });
 
+  it("bounds the gateway's header and request timeouts, the header one within the request one", () => {
+    expect(loadConfig({})).to.include({ HTTP_HEADERS_TIMEOUT_MS: 10_000, HTTP_REQUEST_TIMEOUT_MS: 30_000 });
+    expect(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: "20000", HTTP_REQUEST_TIMEOUT_MS: "15000" }))
+      .to.throw(ConfigError)
+      .with.property("message")
+      .that.equals("invalid HTTP_HEADERS_TIMEOUT_MS: may not exceed HTTP_REQUEST_TIMEOUT_MS (15000)");
+  });
+
   it("reads REDIS_CLUSTER_NODES as a comma list", () => {
     const c = loadConfig({ REDIS_CLUSTER_NODES: "10.0.0.1:7000, 10.0.0.2:7001" });
     expect(c.REDIS_CLUSTER_NODES).to.deep.equal(["10.0.0.1:7000", "10.0.0.2:7001"]);
@@ -51,6 +59,8 @@ describe("configuration", () => {
     ["OTP_LENGTH", "3"],
     ["RATE_LIMIT_NUMBER", "5 per 600"],
     ["SPAM_LINE_TYPES", "PremiumRate,Cellular"],
+    ["HTTP_HEADERS_TIMEOUT_MS", "500"],
+    ["HTTP_REQUEST_TIMEOUT_MS", "1h"],
   ];
   for (const [name, value] of bad) {
     it(`stops with one line naming ${name} when it is ${JSON.stringify(value)}`, () => {

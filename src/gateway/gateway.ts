@@ -29,6 +29,10 @@ export interface GatewayDeps extends InvokeDeps {
   log: Logger;
   docsUrl: string;
   maxBodyBytes: number;
+  /** How long a client may take to send its headers (HTTP_HEADERS_TIMEOUT_MS); default 10 s. */
+  headersTimeoutMs?: number | undefined;
+  /** How long a client may take to send its whole request (HTTP_REQUEST_TIMEOUT_MS); default 30 s. */
+  requestTimeoutMs?: number | undefined;
   contract: Contract;
   /** Whether the service can do its work now (Redis reachable), for `GET /readyz`. */
   ready: () => Promise<boolean>;
@@ -47,6 +51,11 @@ interface Route {
 }
 
 const HTTP_BODY_TYPE = "google.api.HttpBody";
+/**
+ * How often node:http looks for connections past their header or request timeout (its default,
+ * 30 s, let a timeout fire up to 30 s late): a timeout fires at most this much after its setting.
+ */
+const TIMEOUT_CHECK_MS = 250;
 /** Where the built-in gateway serves the OpenAPI document (openapi/ringfence.yaml, as JSON). */
 export const OPENAPI_PATH = "/openapi.json";
 
@@ -60,24 +69,31 @@ export function createGateway(bindings: readonly ServiceBinding[], deps: Gateway
   const exact = exactRoutes(routes);
   // The REST surface's OpenAPI document, built once from the same contract, on first request.
   let document: string | undefined;
-  const server = createServer((req, res) => {
-    if (
-      req.method === "GET" &&
-      (req.url === OPENAPI_PATH || req.url?.startsWith(`${OPENAPI_PATH}?`) === true)
-    ) {
-      document ??= JSON.stringify(buildDocument(deps.contract));
-      res.setHeader(REQUEST_ID_HEADER, requestIdOf(firstHeader(req, REQUEST_ID_HEADER)));
-      send(res, 200, document, "application/json", { "cache-control": "public, max-age=300" });
-      return;
-    }
-    void handle(routes, exact, deps, req, res).catch((err: unknown) => {
-      deps.log.error("gateway failure", { error: err instanceof Error ? err.message : String(err) });
-      if (!res.headersSent) sendError(res, "session", deps.docsUrl, err, {});
-      else res.destroy();
-    });
-  });
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
+  const server = createServer(
+    {
+      headersTimeout: deps.headersTimeoutMs ?? 10_000,
+      requestTimeout: deps.requestTimeoutMs ?? 30_000,
+      connectionsCheckingInterval: TIMEOUT_CHECK_MS,
+    },
+    (req, res) => {
+      if (
+        req.method === "GET" &&
+        (req.url === OPENAPI_PATH || req.url?.startsWith(`${OPENAPI_PATH}?`) === true)
+      ) {
+        document ??= JSON.stringify(buildDocument(deps.contract));
+        res.setHeader(REQUEST_ID_HEADER, requestIdOf(firstHeader(req, REQUEST_ID_HEADER)));
+        send(res, 200, document, "application/json", { "cache-control": "public, max-age=300" });
+        return;
+      }
+      void handle(routes, exact, deps, req, res).catch((err: unknown) => {
+        deps.log.error("gateway failure", { error: err instanceof Error ? err.message : String(err) });
+        if (!res.headersSent) {
+          closeUnlessRead(req, res);
+          sendError(res, "session", deps.docsUrl, err, {});
+        } else res.destroy();
+      });
+    },
+  );
   return server;
 }
 
@@ -154,6 +170,7 @@ async function handle(
     err: unknown,
     headers: Readonly<Record<string, string>>,
   ) => {
+    closeUnlessRead(req, res);
     const wire = sendError(res, dialect, deps.docsUrl, err, headers, requestId);
     deps.observe?.({
       transport: "http",
@@ -197,7 +214,6 @@ async function handle(
   }
   if (route === undefined && badEncoding !== undefined) {
     const { binding } = badEncoding.route;
-    req.resume();
     refuse(
       badEncoding.route,
       binding.dialectOf(badEncoding.route.method),
@@ -207,7 +223,6 @@ async function handle(
     return;
   }
   if (route === undefined || vars === undefined) {
-    req.resume();
     const err =
       allowed.size > 0
         ? new RingfenceError("method_not_allowed", `${verb} is not allowed on ${clip(rawPath)}`, {
@@ -426,11 +441,14 @@ function parseQuery(raw: string): [string, string][] {
     });
 }
 
+/**
+ * The request's body, up to `limit` bytes. Past it (declared or while reading) the promise is
+ * refused at once and the rest is left unread: the refusal closes the connection (`closeUnlessRead`).
+ */
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers["content-length"] ?? "0");
     if (declared > limit) {
-      req.resume();
       reject(new RingfenceError("payload_too_large", `the body may not exceed ${limit} bytes`));
       return;
     }
@@ -440,7 +458,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       size += chunk.length;
       if (size > limit) {
         req.removeAllListeners("data");
-        req.resume();
+        req.pause();
         reject(new RingfenceError("payload_too_large", `the body may not exceed ${limit} bytes`));
         return;
       }
@@ -450,6 +468,24 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       resolve(Buffer.concat(chunks));
     });
     req.on("error", reject);
+  });
+}
+
+/**
+ * For an answer given before the request's body was read to its end (too large, unreadable, a
+ * path no route takes): `Connection: close`, and the socket is destroyed as soon as the answer is
+ * handed to the kernel, so the rest of the body is never read nor waited for. A request whose
+ * body was read, or that has none, keeps its connection.
+ */
+function closeUnlessRead(req: IncomingMessage, res: ServerResponse): void {
+  const declaresBody =
+    req.headers["transfer-encoding"] !== undefined ||
+    (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
+  if (req.complete || !declaresBody) return;
+  res.setHeader("connection", "close");
+  req.pause();
+  res.once("finish", () => {
+    req.socket.destroy();
   });
 }
 
@@ -503,7 +539,8 @@ const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_
 export function deadlineOf(header: string | undefined, nowMs: number): number | undefined {
   const m = header === undefined ? null : /^(\d{1,8})([HMSmun])$/.exec(header);
   if (m === null) return undefined;
-  return nowMs + Number(m[1]) * (TIMEOUT_UNIT_MS[m[2] ?? "S"] ?? 1_000);
+  // Whole milliseconds, as grpc-js counts them: under 1 ms (`1n`, `999u`) is no time at all.
+  return nowMs + Math.floor(Number(m[1]) * (TIMEOUT_UNIT_MS[m[2] ?? "S"] ?? 1_000));
 }
 
 /**
