@@ -144,7 +144,7 @@ describe("gRPC errors as google.rpc.Status (AIP-193), and deadlines", () => {
     expect(res.status).to.equal(504);
     expect(res.body).to.deep.equal({
       code: "internal_server_error",
-      message: "the call's deadline passed before it was answered",
+      message: "the call's deadline passed before the call started",
       doc_url: `${app.config.DOCS_URL}/errors#internal_server_error`,
     });
     await new Promise((r) => setTimeout(r, 200));

@@ -1,4 +1,8 @@
+import { connect, type IncomingHttpHeaders } from "node:http2";
 import { expect } from "chai";
+import { status } from "@grpc/grpc-js";
+import { VerifyServiceService } from "../src/gen/ringfence/verify/v1/verify_service.js";
+import { Metrics } from "../src/observability/metrics.js";
 import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_service.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
 import { fundedAccount } from "./support/v1.js";
@@ -9,23 +13,60 @@ import { startServiceProcess, type ServiceProcess } from "./support/service-proc
 import { testRedisUrl } from "./support/hooks.js";
 import { TEST_SECRETS_KEY } from "./support/app.js";
 
-/** The value of one sample of a Prometheus exposition, its labels matched exactly; 0 when absent. */
+/**
+ * The sum of the samples of a Prometheus exposition that carry every one of `labels` (as a
+ * PromQL selector picks them, other labels ignored); 0 when none.
+ */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  const wanted = Object.entries(labels)
-    .map(([k, v]) => `${k}="${v}"`)
-    .sort()
-    .join(",");
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  let sum = 0;
   for (const line of text.split("\n")) {
     const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (m?.[1] !== name) continue;
-    const have = (m[2] ?? "")
-      .split(/,(?=[a-zA-Z_]\w*=")/)
-      .filter((s) => s !== "")
-      .sort()
-      .join(",");
-    if (have === wanted) return Number(m[3]);
+    const have = new Set((m[2] ?? "").split(/,(?=[a-zA-Z_]\w*=")/));
+    if (wanted.every((w) => have.has(w))) sum += Number(m[3]);
   }
-  return 0;
+  return sum;
+}
+
+/** A gRPC call over a bare HTTP/2 stream, for what grpc-js clients never send (an expired `grpc-timeout`). */
+async function rawGrpc(
+  address: string,
+  path: string,
+  message: Uint8Array,
+  headers: Record<string, string>,
+): Promise<{ status: number; trailers: Record<string, unknown> }> {
+  const session = connect(`http://${address}`);
+  try {
+    return await new Promise((resolve, reject) => {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": path,
+        "content-type": "application/grpc",
+        te: "trailers",
+        ...headers,
+      });
+      const frame = Buffer.alloc(5 + message.length);
+      frame.writeUInt32BE(message.length, 1);
+      frame.set(message, 5);
+      let answer: Record<string, unknown> = {};
+      // A trailers-only answer carries grpc-status in its headers.
+      stream.on("response", (h: IncomingHttpHeaders) => {
+        answer = { ...h };
+      });
+      stream.on("trailers", (t: IncomingHttpHeaders) => {
+        answer = { ...answer, ...t };
+      });
+      stream.on("error", reject);
+      stream.on("close", () => {
+        resolve({ status: Number(answer["grpc-status"]), trailers: answer });
+      });
+      stream.resume();
+      stream.end(frame);
+    });
+  } finally {
+    session.close();
+  }
 }
 
 async function scrape(port: number): Promise<string> {
@@ -129,6 +170,124 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
     expect(sample(after, "ringfence_request_duration_seconds_bucket", { ...ok, le: "+Inf" })).to.be.at.least(
       2,
     );
+  });
+
+  it('tells server errors from the caller\'s: outcome="server_error" selects only the former', async () => {
+    const metrics = new Metrics();
+    const call = {
+      transport: "grpc",
+      service: "s",
+      method: "M",
+      grpcStatus: 4,
+      durationMs: 1,
+      requestId: "r",
+    } as const;
+    metrics.observe({ ...call, code: "deadline_exceeded", httpStatus: 504 });
+    metrics.observe({ ...call, code: "deadline_exceeded", httpStatus: 504, deadlineExpiredOnArrival: true });
+    metrics.observe({ ...call, code: "unavailable", httpStatus: 503 });
+    metrics.observe({ ...call, code: "bad_request", httpStatus: 400 });
+    metrics.observe({ ...call, code: "ok", httpStatus: 200 });
+    const text = (await metrics.exposition()).body;
+    const count = (labels: Record<string, string>) => sample(text, "ringfence_requests_total", labels);
+    expect(count({ outcome: "server_error" })).to.equal(2);
+    expect(count({ outcome: "server_error", code: "deadline_exceeded" })).to.equal(1);
+    expect(count({ outcome: "client_error" })).to.equal(2);
+    expect(count({ outcome: "client_error", code: "deadline_exceeded" })).to.equal(1);
+    expect(count({ outcome: "ok" })).to.equal(1);
+  });
+
+  describe("a caller's deadline already past on arrival", () => {
+    const expired = { code: "deadline_exceeded", outcome: "client_error" };
+    const balance = async () => (await app.registry.accounts.get(customer.uuid))?.balanceMicros;
+    /** Waits for the SMS of a send made after `phone`'s refusal, then says whether `phone` got one. */
+    async function smsTo(phone: string): Promise<boolean> {
+      const later = freshNumber();
+      expect((await send(later)).status).to.equal(200);
+      await waitFor(() => Promise.resolve(sms.messages.some((m) => m.to === later)));
+      return sms.messages.some((m) => m.to === phone);
+    }
+
+    it("REST V1: 504 internal_server_error, nothing charged or sent, counted as a client error", async () => {
+      const before = await scrape(adminPort);
+      for (const timeout of ["0S", "0m", "1n"]) {
+        const phone = freshNumber();
+        const funds = await balance();
+        const res = await rest(app.baseUrl).post(
+          "/v1/authentication",
+          { customer_uuid: customer.uuid, phone_number: phone },
+          { "x-api-key": customer.key, "grpc-timeout": timeout },
+        );
+        expect(res.status, timeout).to.equal(504);
+        expect(res.body, timeout).to.deep.equal({
+          code: "internal_server_error",
+          message: "the call's deadline passed before the call started",
+          doc_url: `${app.config.DOCS_URL}/errors#internal_server_error`,
+        });
+        expect(res.headers.get("deprecation"), timeout).to.not.equal(null);
+        expect(await balance(), timeout).to.equal(funds);
+        expect(await smsTo(phone), timeout).to.equal(false);
+      }
+      const after = await scrape(adminPort);
+      const v1 = { transport: "http", method: "CreateAuthentication" };
+      expect(sample(after, "ringfence_requests_total", { ...v1, ...expired })).to.equal(
+        sample(before, "ringfence_requests_total", { ...v1, ...expired }) + 3,
+      );
+      expect(sample(after, "ringfence_requests_total", { outcome: "server_error" })).to.equal(
+        sample(before, "ringfence_requests_total", { outcome: "server_error" }),
+      );
+    });
+
+    it("REST V2: 504 deadline_exceeded in the V2 body, nothing sent, counted as a client error", async () => {
+      const before = await scrape(adminPort);
+      const phone = freshNumber();
+      const res = await rest(app.baseUrl).post(
+        "/v2/verification",
+        { target: { type: "phone_number", value: phone } },
+        { authorization: `Bearer ${customer.key}`, "grpc-timeout": "0S" },
+      );
+      expect(res.status).to.equal(504);
+      expect(res.body).to.deep.include({ code: "deadline_exceeded", type: "deadline_exceeded" });
+      expect(await smsTo(phone)).to.equal(false);
+      const after = await scrape(adminPort);
+      const v2 = { transport: "http", service: "ringfence.verify.v2.VerificationService" };
+      expect(sample(after, "ringfence_requests_total", { ...v2, ...expired })).to.equal(
+        sample(before, "ringfence_requests_total", { ...v2, ...expired }) + 1,
+      );
+      expect(sample(after, "ringfence_requests_total", { outcome: "server_error" })).to.equal(
+        sample(before, "ringfence_requests_total", { outcome: "server_error" }),
+      );
+    });
+
+    it("gRPC: DEADLINE_EXCEEDED, nothing charged or sent, counted as a client error", async () => {
+      const before = await scrape(adminPort);
+      const funds = await balance();
+      const phone = freshNumber();
+      const message = VerifyServiceService.createAuthentication.requestSerialize({
+        ...VerifyServiceService.createAuthentication.requestDeserialize(Buffer.alloc(0)),
+        customerUuid: customer.uuid,
+        phoneNumber: phone,
+      });
+      const answer = await rawGrpc(
+        app.grpcAddress,
+        "/ringfence.verify.v1.VerifyService/CreateAuthentication",
+        message,
+        { "x-api-key": customer.key, "grpc-timeout": "0m" },
+      );
+      expect(answer.status).to.equal(status.DEADLINE_EXCEEDED);
+      expect(await balance()).to.equal(funds);
+      expect(await smsTo(phone)).to.equal(false);
+      const grpc = { transport: "grpc", method: "CreateAuthentication", ...expired };
+      await waitFor(async () => {
+        const after = await scrape(adminPort);
+        return (
+          sample(after, "ringfence_requests_total", grpc) ===
+          sample(before, "ringfence_requests_total", grpc) + 1
+        );
+      });
+      expect(
+        sample(await scrape(adminPort), "ringfence_requests_total", { outcome: "server_error" }),
+      ).to.equal(sample(before, "ringfence_requests_total", { outcome: "server_error" }));
+    });
   });
 
   it("counts SMS sent and failed by provider and country, and the spend", async () => {

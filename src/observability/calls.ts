@@ -27,6 +27,25 @@ export interface CallRecord {
    * `rate_limited`). Handlers say it with `noteRefusal`.
    */
   refusedBy?: string | undefined;
+  /**
+   * The caller's deadline had passed before the call started (a `grpc-timeout` of `0S`, a gRPC
+   * deadline gone by when its request was in): refused before any work, and the caller's doing.
+   */
+  deadlineExpiredOnArrival?: boolean | undefined;
+}
+
+/**
+ * Whose doing an answer is: `ok`; `client_error`, an answer the caller brought about (a 4xx, or a
+ * deadline that had passed before the call started); `server_error`, any other 5xx (a failure of
+ * ours, Redis out of reach, a deadline that passed while the call ran). The metrics' `outcome`.
+ */
+export type CallOutcome = "ok" | "client_error" | "server_error";
+
+export function outcomeOf(
+  r: Pick<CallRecord, "code" | "httpStatus" | "deadlineExpiredOnArrival">,
+): CallOutcome {
+  if (r.code === "ok") return "ok";
+  return r.deadlineExpiredOnArrival === true || r.httpStatus < 500 ? "client_error" : "server_error";
 }
 
 /**

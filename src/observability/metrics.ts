@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { CallRecord } from "./calls.js";
+import { outcomeOf, type CallRecord } from "./calls.js";
 
 /** What a message provider's answer was, for the sent and failed counters. */
 export type Channel = "sms" | "email";
@@ -16,7 +16,7 @@ const REDIS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
  */
 export class Metrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<"transport" | "service" | "method" | "code">;
+  private readonly requests: Counter<"transport" | "service" | "method" | "code" | "outcome">;
   private readonly duration: Histogram<"transport" | "service" | "method">;
   private readonly refusals: Counter<"rule">;
   private readonly sent: Counter<"channel" | "provider" | "country">;
@@ -34,8 +34,8 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry });
     this.requests = new Counter({
       name: "ringfence_requests_total",
-      help: "Calls answered, by transport (grpc, http), method and code (ok or the error code)",
-      labelNames: ["transport", "service", "method", "code"],
+      help: "Calls answered, by transport (grpc, http), method, code (ok or the error code) and outcome (ok, client_error, server_error)",
+      labelNames: ["transport", "service", "method", "code", "outcome"],
       registers,
     });
     this.duration = new Histogram({
@@ -102,7 +102,13 @@ export class Metrics {
 
   /** The call observer: counts and times every answered call, and the rule that refused it. */
   readonly observe = (r: CallRecord): void => {
-    this.requests.inc({ transport: r.transport, service: r.service, method: r.method, code: r.code });
+    this.requests.inc({
+      transport: r.transport,
+      service: r.service,
+      method: r.method,
+      code: r.code,
+      outcome: outcomeOf(r),
+    });
     this.duration.observe(
       { transport: r.transport, service: r.service, method: r.method },
       r.durationMs / 1000,

@@ -1,9 +1,9 @@
 import type { Logger } from "../log.js";
-import type { CallObserver } from "./calls.js";
+import { outcomeOf, type CallObserver } from "./calls.js";
 
 /**
  * The request log: one `info` line per answered call, on either transport, with its method,
- * transport, code, statuses, duration, request id, caller and the rule that refused it, if one
+ * transport, code, outcome, statuses, duration, request id, caller and the rule that refused it, if one
  * did. LOG_LEVEL=warn leaves it out.
  */
 export function requestLog(log: Logger): CallObserver {
@@ -17,6 +17,7 @@ export function requestLog(log: Logger): CallObserver {
       method: `${r.service}/${r.method}`,
       transport: r.transport,
       code: r.code,
+      outcome: outcomeOf(r),
       grpc_status: r.grpcStatus,
       http_status: r.httpStatus,
       duration_ms: Math.round(r.durationMs * 1000) / 1000,

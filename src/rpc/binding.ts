@@ -6,7 +6,6 @@ import {
   callerIdentity,
   elapsedMs,
   REQUEST_ID_HEADER,
-  checkDeadline,
   withCallNotes,
   type CallNotes,
   type CallObserver,
@@ -212,11 +211,17 @@ async function run(
     },
   };
   let caller: unknown;
+  let expiredOnArrival = false;
   try {
     const handler = binding.handlers[method];
     if (handler === undefined) throw new RingfenceError("method_not_allowed", `unknown method ${method}`);
     binding.guard();
-    checkDeadline();
+    // A deadline already past: refused before any work (no Redis, no handler), and counted as the
+    // caller's doing, not as a server error (README, Metrics).
+    if (call.deadlineMs !== undefined && Date.now() >= call.deadlineMs) {
+      expiredOnArrival = true;
+      throw new RingfenceError("deadline_exceeded", "the call's deadline passed before the call started");
+    }
     if (request instanceof UndecodableRequest) {
       throw new RingfenceError(
         "bad_request",
@@ -250,7 +255,7 @@ async function run(
         error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
       });
     }
-    observe(deps, binding, method, call, caller, notes, error);
+    observe(deps, binding, method, call, caller, notes, error, expiredOnArrival);
     // Headers set by the handler before it failed (other than a success status) still apply.
     const { [HTTP_STATUS_MARKER]: _ignored, ...kept } = headers;
     return { ok: false, error, headers: { ...kept, ...error.headers } };
@@ -265,6 +270,7 @@ function observe(
   caller: unknown,
   notes: CallNotes,
   answer: Pick<CallRecord, "code" | "grpcStatus" | "httpStatus">,
+  deadlineExpiredOnArrival = false,
 ): void {
   deps.observe?.({
     transport: call.transport,
@@ -275,6 +281,7 @@ function observe(
     requestId: call.requestId,
     caller: callerIdentity(caller),
     refusedBy: notes.refusedBy,
+    ...(deadlineExpiredOnArrival ? { deadlineExpiredOnArrival } : {}),
   });
 }
 
