@@ -6,6 +6,7 @@ import { createGateway } from "../../src/gateway/gateway.js";
 import { silentLogger } from "../../src/log.js";
 import type { Contract } from "../../src/rpc/contract.js";
 import { bindService, type UnaryHandler } from "../../src/rpc/binding.js";
+import { outcomeOf, type CallRecord } from "../../src/observability/calls.js";
 import { buildFixtureContract, messageType, serviceDefinition, serviceType } from "./fixture.js";
 
 const HEADERS_TIMEOUT_MS = 1_000;
@@ -33,6 +34,7 @@ describe("built-in REST gateway: slow clients and refused bodies", function () {
   let server: Server;
   let port: number;
   let handled = 0;
+  const records: CallRecord[] = [];
   /** The gateway's side of each connection, in the order they were accepted. */
   const accepted: Socket[] = [];
 
@@ -54,6 +56,7 @@ describe("built-in REST gateway: slow clients and refused bodies", function () {
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
       contract,
       ready: () => Promise.resolve(true),
+      observe: (r) => records.push(r),
     });
     server.on("connection", (socket: Socket) => accepted.push(socket));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -67,6 +70,7 @@ describe("built-in REST gateway: slow clients and refused bodies", function () {
 
   beforeEach(function () {
     handled = 0;
+    records.length = 0;
   });
 
   /**
@@ -205,6 +209,35 @@ describe("built-in REST gateway: slow clients and refused bodies", function () {
       });
       expect(seen.text).to.match(/^HTTP\/1\.1 400 /);
       expect(seen.text).to.match(/\r\n\r\n[^]*HTTP\/1\.1 200 /);
+    });
+  });
+
+  describe("a deadline already past on arrival", function () {
+    it("is refused with 504 before the handler runs, and recorded as the caller's error", async function () {
+      const res = await fetch(`http://127.0.0.1:${port}/v1/session/echo/fail/x`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "grpc-timeout": "0S" },
+        body: "{}",
+      });
+      expect(res.status).to.equal(504);
+      expect(await res.json()).to.deep.equal({
+        code: "deadline_exceeded",
+        message: "the call's deadline passed before the call started",
+      });
+      expect(handled).to.equal(0);
+      expect(records).to.have.length(1);
+      expect(records[0]).to.include({ code: "deadline_exceeded", deadlineExpiredOnArrival: true });
+      expect(outcomeOf(records[0] as CallRecord)).to.equal("client_error");
+    });
+
+    it("runs the handler for a deadline still ahead", async function () {
+      const res = await fetch(`http://127.0.0.1:${port}/v1/session/echo/fail/x`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "grpc-timeout": "5S" },
+        body: "{}",
+      });
+      expect(res.status).to.equal(200);
+      expect(handled).to.equal(1);
     });
   });
 });
