@@ -186,6 +186,19 @@ const schema = z
     OTP_MAX_CHECKS: z.coerce.number().int().min(1).max(100).default(5),
     OTP_MAX_RETRIES: z.coerce.number().int().min(0).max(20).default(3),
     OTP_RETRY_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(3_600).default(30),
+    // How long V1 and V2 authentications, their events and message ids are kept (docs/capacity.md).
+    AUTHENTICATION_RETENTION_SECONDS: z.coerce
+      .number()
+      .int()
+      .min(30)
+      .max(90 * 86_400)
+      .default(7 * 86_400),
+    SMS_RECEIPT_RETENTION_SECONDS: z.coerce
+      .number()
+      .int()
+      .min(60)
+      .max(90 * 86_400)
+      .default(3 * 86_400),
 
     // Abuse protection: sends per window, and what counts as spam.
     RATE_LIMIT_NUMBER: window.default({ limit: 5, windowSeconds: 600 }),
@@ -319,6 +332,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (rest.HTTP_HEADERS_TIMEOUT_MS > rest.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
       `invalid HTTP_HEADERS_TIMEOUT_MS: may not exceed HTTP_REQUEST_TIMEOUT_MS (${rest.HTTP_REQUEST_TIMEOUT_MS})`,
+    );
+  }
+  if (rest.AUTHENTICATION_RETENTION_SECONDS < rest.OTP_TTL_SECONDS) {
+    throw new ConfigError(
+      `invalid AUTHENTICATION_RETENTION_SECONDS: must be at least OTP_TTL_SECONDS (${rest.OTP_TTL_SECONDS}) (got ${shownValue("AUTHENTICATION_RETENTION_SECONDS", env.AUTHENTICATION_RETENTION_SECONDS)})`,
     );
   }
   const [weak] = devDefaults;

@@ -591,7 +591,8 @@ describe("V1 verification", () => {
     });
     it("puts any correlation_id into the events a check records, byte for byte as JSON", async () => {
       const correlationId = 'quote " slash / back \\ tab\t é ☃';
-      const sent = await send({ correlation_id: correlationId });
+      // With a callback the events are the webhook stream: the JSON bytes it POSTs.
+      const sent = await send({ correlation_id: correlationId, callback_url: hooks.url });
       await check(sent.body.authentication_uuid, "000000");
       await check(sent.body.authentication_uuid, "111111");
       const list = app.registry.verify.authKeys(c.uuid, String(sent.body.authentication_uuid)).events;
@@ -600,7 +601,7 @@ describe("V1 verification", () => {
         ["attempt", "check"],
       ]);
       for (const envelope of stored) expect(envelope.correlation_id).to.equal(correlationId);
-      const plain = await send();
+      const plain = await send({ callback_url: hooks.url });
       await check(plain.body.authentication_uuid, "000000");
       const events = app.registry.verify.authKeys(c.uuid, String(plain.body.authentication_uuid)).events;
       for (const raw of await app.registry.redis.lrange(events, 0, -1)) {

@@ -2,8 +2,9 @@
 -- atomically, so concurrent checks can neither both succeed nor pass the attempt limit.
 -- KEYS: 1 challenge hash (fields status, code_hash, validated, expires_at_ms, checks),
 --       2 events list, 3 hook, 4 webhook pending set (2 to 4 only used when events are given).
--- ARGV[1]: JSON {now, codeHash, maxChecks, api?, events?: {valid: envelope, invalid: envelope}}, an
--- envelope being its JSON text or {head, tail} to be completed with the challenge's correlation_id.
+-- ARGV[1]: JSON {now, codeHash, maxChecks, api?, events?: {valid: envelope, invalid: envelope,
+-- compact?: {valid, invalid}}}, an envelope being its JSON text or {head, tail} to be completed with
+-- the challenge's correlation_id, and `compact` the records row-events.lua may keep instead.
 -- `api` (a V1 or V2 verification): a challenge created by another API is not found (field `api`,
 -- absent on V1's older rows).
 -- Returns {status or 'not_found', 1 when an event awaits webhook delivery}. Only real
@@ -25,7 +26,7 @@ elseif tonumber(h[5] or '0') >= a.maxChecks then
 else
   redis.call('HINCRBY', KEYS[1], 'checks', 1)
   if h[2] == a.codeHash then
-    redis.call('HSET', KEYS[1], 'validated', '1', 'validated_at_ms', tostring(a.now))
+    redis.call('HSET', KEYS[1], 'validated', '1')
     status = 'valid'
   else
     status = 'invalid'
@@ -37,6 +38,7 @@ if type(a.events) == 'table' and (status == 'valid' or status == 'invalid') then
   local _
   local envelope = a.events[status]
   if type(envelope) == 'table' then envelope = stream_correlated(envelope, KEYS[1]) end
-  _, hooked = stream_append(KEYS[2], KEYS[3], KEYS[4], envelope)
+  local compact = type(a.events.compact) == 'table' and a.events.compact[status] or ''
+  _, hooked = row_event(KEYS[1], KEYS[2], KEYS[3], KEYS[4], envelope, compact)
 end
 return {status, hooked}

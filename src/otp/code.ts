@@ -3,6 +3,7 @@ import { LuaScript, type RedisClient } from "../redis/client.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { RingfenceError } from "../errors.js";
 import { STREAM_LIBRARY, type CorrelatedEnvelope } from "../webhooks/stream.js";
+import { ROW_EVENTS_LIBRARY } from "../verify/row.js";
 
 /**
  * The one-time-code machinery shared by the V1 verification, OTP login and step-up: codes are
@@ -20,7 +21,11 @@ export const CHECK_STATUSES = [
 export type CheckStatus = (typeof CHECK_STATUSES)[number];
 
 const CODE_PURPOSE = "otp-code";
-const checkCodeScript = LuaScript.withLibraries(new URL("./check-code.lua", import.meta.url), STREAM_LIBRARY);
+const checkCodeScript = LuaScript.withLibraries(
+  new URL("./check-code.lua", import.meta.url),
+  STREAM_LIBRARY,
+  ROW_EVENTS_LIBRARY,
+);
 /** Shared sliding-window functions, prepended to every script that limits sends. */
 export const WINDOW_LIBRARY = new URL("./window.lua", import.meta.url);
 const takeWindowScript = LuaScript.withLibraries(
@@ -101,6 +106,8 @@ export interface CheckKeys {
     pending: string;
     valid: string | CorrelatedEnvelope;
     invalid: string | CorrelatedEnvelope;
+    /** The compact records the challenge's row may keep instead (src/verify/row.ts). */
+    compact?: { valid: string; invalid: string };
   };
 }
 
@@ -118,7 +125,10 @@ export async function checkCode(
     e?.hook ?? keys.challenge,
     e?.pending ?? keys.challenge,
   ];
-  const payload = { ...args, events: e === undefined ? null : { valid: e.valid, invalid: e.invalid } };
+  const payload = {
+    ...args,
+    events: e === undefined ? null : { valid: e.valid, invalid: e.invalid, compact: e.compact ?? null },
+  };
   const [status, hooked] = (await checkCodeScript.run(redis, k, [JSON.stringify(payload)])) as [
     CheckStatus | "not_found",
     number,

@@ -17,11 +17,12 @@ import type { Metrics } from "../observability/metrics.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
 import type { OutgoingSms } from "../messaging/provider.js";
-import { secretRef } from "../webhooks/stream.js";
+import { secretRef, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { AuthenticationStatus, CheckStatus, Envelope, RetryStatus } from "./model.js";
 import type { Hold, SendPlace, Signals, StoredAuthentication, VerifyStore } from "./store.js";
 import { EVENT_SHAPES, type EventFacts, type VerifyApi } from "./events.js";
 import { holdSpanMs, outcomeUnknown, settleHold, STALE_AFTER_MS, unavailable } from "./holds.js";
+import { compactEvent, type EventContext } from "./row.js";
 
 export interface VerifyDeps {
   config: Config;
@@ -39,8 +40,6 @@ export interface VerifyDeps {
   metrics: Pick<Metrics, "charged">;
   now?: () => number;
 }
-
-const RETENTION_MS = 7 * 86_400_000;
 
 /** A first code for a number, as V1's create and V2's create ask for it (already validated). */
 export interface SendRequest {
@@ -150,6 +149,13 @@ export class VerifyEngine {
     const shapes = EVENT_SHAPES[req.api];
     const facts = await this.facts(req.api, authUuid, phone, req.correlationId, price);
     const created = (status: AuthenticationStatus) => shapes.created(facts, status, createdAt, expiresAt);
+    const ctx = eventContext(facts, expiresAt);
+    const compact = (json: string) => (json === "" ? "" : compactEvent(JSON.parse(json) as Envelope, ctx));
+    const events = {
+      pending: created("pending"),
+      rate_limited: created("rate_limited"),
+      spam_detected: created("spam_detected"),
+    };
     const ip = req.ip === "" ? "" : limitSubject(req.ip);
     const place = sendPlace(account.customerUuid, authUuid, phone, ip, req.deviceId, config, t);
     const sms = {
@@ -173,7 +179,7 @@ export class VerifyEngine {
         price,
         codeHash: this.hashCode(authUuid, code),
         retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
-        keepUntil: expiresMs + RETENTION_MS,
+        keepUntil: expiresMs + config.AUTHENTICATION_RETENTION_SECONDS * 1000,
         limits: {
           number: config.RATE_LIMIT_NUMBER,
           ip: config.RATE_LIMIT_IP,
@@ -203,10 +209,11 @@ export class VerifyEngine {
           codeLength: req.codeLength,
           signals: req.signals,
         },
-        events: {
-          pending: created("pending"),
-          rate_limited: created("rate_limited"),
-          spam_detected: created("spam_detected"),
+        events,
+        compact: {
+          pending: compact(events.pending),
+          rate_limited: compact(events.rate_limited),
+          spam_detected: compact(events.spam_detected),
         },
         target: req.indexed === undefined ? null : { running: req.indexed },
         hook:
@@ -225,6 +232,7 @@ export class VerifyEngine {
         sms,
         1,
         shapes.sent(facts, 1, "send", new Date(this.now()).toISOString()),
+        ctx,
       );
       // Settled: the provider took the message, so the charge stands.
       this.deps.metrics.charged(phone.countryCode, price);
@@ -282,6 +290,7 @@ export class VerifyEngine {
         sms,
         attempt,
         EVENT_SHAPES[auth.api].sent(facts, attempt, "retry", new Date(this.now()).toISOString()),
+        eventContext(facts, auth.expiresAt),
       );
       this.deps.metrics.charged(phone.countryCode, price);
       if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events);
@@ -302,12 +311,18 @@ export class VerifyEngine {
     const shapes = EVENT_SHAPES[api];
     const valid = shapes.checked(authUuid, "valid", at);
     const invalid = shapes.checked(authUuid, "invalid", at);
+    // A check's record names nothing of the row: its correlation_id is added where it is read.
+    const ctx = { authUuid, phone: "", correlationId: "", expiresAt: "" };
+    const compact = (e: CorrelatedEnvelope) => compactEvent(JSON.parse(e.head + e.tail) as Envelope, ctx);
     const { status, hooked } = await store.check(account.customerUuid, authUuid, {
       now: t,
       codeHash: this.hashCode(authUuid, code),
       maxChecks: config.OTP_MAX_CHECKS,
       api,
-      events: valid === undefined || invalid === undefined ? undefined : { valid, invalid },
+      events:
+        valid === undefined || invalid === undefined
+          ? undefined
+          : { valid, invalid, compact: { valid: compact(valid), invalid: compact(invalid) } },
     });
     if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events);
     return status;
@@ -327,11 +342,9 @@ export class VerifyEngine {
     const phone = parseE164(known.phone);
     if (phone === undefined) return;
     const facts = await this.facts(known.api, owner.auth, phone, known.correlationId, known.priceMicros);
-    const { hooked } = await store.appendEvent(
-      owner.customer,
-      owner.auth,
-      EVENT_SHAPES[known.api].receipt(facts, owner.attempt, receipt),
-    );
+    const event = EVENT_SHAPES[known.api].receipt(facts, owner.attempt, receipt);
+    const compact = compactEvent(event, eventContext(facts, ""));
+    const { hooked } = await store.appendEvent(owner.customer, owner.auth, event, compact);
     if (hooked) await this.kick(store.authKeys(owner.customer, owner.auth).events);
   }
 
@@ -356,7 +369,13 @@ export class VerifyEngine {
    * the recovery, which re-sends with the same reference and charges by the answer; the caller
    * gets 503. Answers whether the event awaits webhook delivery.
    */
-  private async deliver(hold: Hold, sms: OutgoingSms, attempt: number, sent: Envelope): Promise<boolean> {
+  private async deliver(
+    hold: Hold,
+    sms: OutgoingSms,
+    attempt: number,
+    sent: Envelope,
+    ctx: EventContext,
+  ): Promise<boolean> {
     const { store, log } = this.deps;
     let providerId: string;
     try {
@@ -375,18 +394,29 @@ export class VerifyEngine {
     const auth = hold.id.split(".")[0] ?? "";
     const [, , hooked] = await Promise.all([
       settleHold(store, log, hold, "commit"),
-      store.rememberMessage(providerId, { customer: hold.customer, auth, attempt }).catch((err: unknown) => {
-        log.warn("message id not remembered", { error: String(err) });
-      }),
-      this.afterSent(hold.customer, auth, sent),
+      store
+        .rememberMessage(
+          providerId,
+          { customer: hold.customer, auth, attempt },
+          this.deps.config.SMS_RECEIPT_RETENTION_SECONDS,
+        )
+        .catch((err: unknown) => {
+          log.warn("message id not remembered", { error: String(err) });
+        }),
+      this.afterSent(hold.customer, auth, sent, compactEvent(sent, ctx)),
     ]);
     return hooked;
   }
 
   /** Records an event after the message went out; a failure must not fail the call. */
-  private async afterSent(customerUuid: string, authUuid: string, event: Envelope): Promise<boolean> {
+  private async afterSent(
+    customerUuid: string,
+    authUuid: string,
+    event: Envelope,
+    compact: string,
+  ): Promise<boolean> {
     try {
-      return (await this.deps.store.appendEvent(customerUuid, authUuid, event)).hooked;
+      return (await this.deps.store.appendEvent(customerUuid, authUuid, event, compact)).hooked;
     } catch (err) {
       this.deps.log.warn("attempt event not recorded", {
         error: err instanceof Error ? err.message : String(err),
@@ -408,6 +438,11 @@ export class VerifyEngine {
       });
     }
   }
+}
+
+/** What the compact records of an authentication's events leave to its row. */
+function eventContext(f: EventFacts, expiresAt: string): EventContext {
+  return { authUuid: f.authUuid, phone: f.phone, correlationId: f.correlationId, expiresAt };
 }
 
 export function unknownAuthentication(): RingfenceError {

@@ -138,7 +138,11 @@ export class HoldRecovery {
       log.info("held message accepted on re-send; charged", { hold: id, owner: hold.owner });
       const [auth, attempt] = id.split(".");
       await store
-        .rememberMessage(providerId, { customer, auth: auth ?? "", attempt: Number(attempt) })
+        .rememberMessage(
+          providerId,
+          { customer, auth: auth ?? "", attempt: Number(attempt) },
+          this.o.config.SMS_RECEIPT_RETENTION_SECONDS,
+        )
         .catch(() => undefined);
       return done;
     } catch (err) {

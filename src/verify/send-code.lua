@@ -5,7 +5,8 @@
 --       11 numbers per IP, 12 numbers per device, 13 sends into the number's range,
 --       14 the customer's holds (sorted set by deadline), 15 this send's hold,
 --       16 the number's V2 target index (a.target: compared first, written when the send is pending)
--- ARGV[1]: JSON, see store.ts (SendArgs). window.lua and hold.lua are prepended.
+-- ARGV[1]: JSON, see store.ts (SendArgs). window.lua, hold.lua, stream.lua and row-events.lua are
+-- prepended.
 -- Returns the status (pending | rate_limited | spam_detected; `raced`, see a.target; a refusal followed by `:` and the
 -- setting of the rule that refused it, e.g. `rate_limited:RATE_LIMIT_NUMBER`), `stale` when run too late to
 -- answer the caller (nothing done), or an error reply
@@ -88,16 +89,15 @@ for k, v in pairs(fields) do
   flat[#flat + 1] = tostring(v)
 end
 redis.call('HSET', KEYS[3], unpack(flat))
+redis.call('PEXPIREAT', KEYS[3], a.keepUntil)
 if type(a.hook) == 'table' then
   stream_set_hook(KEYS[5], a.hook.url, a.hook.secretRef)
   redis.call('PEXPIREAT', KEYS[5], a.keepUntil)
 end
 -- An API may record no event for a status (V2 records none for a refused creation).
 if a.events[status] ~= '' then
-  stream_append(KEYS[4], KEYS[5], KEYS[6], a.events[status])
-  redis.call('PEXPIREAT', KEYS[4], a.keepUntil)
+  row_event(KEYS[3], KEYS[4], KEYS[5], KEYS[6], a.events[status], (a.compact or {})[status])
 end
-redis.call('PEXPIREAT', KEYS[3], a.keepUntil)
 if type(a.target) == 'table' and status == 'pending' then
   redis.call('SET', KEYS[16], a.authUuid, 'PXAT', a.fields.expires_at_ms)
 end

@@ -5,6 +5,17 @@ import { outboxKeys, STREAM_LIBRARY, type CorrelatedEnvelope } from "../webhooks
 import type { Envelope, RetryStatus } from "./model.js";
 import type { VerifyApi } from "./events.js";
 import { checkCode, WINDOW_LIBRARY, type CheckStatus } from "../otp/code.js";
+import {
+  decodeMessageRef,
+  decodeRow,
+  encodeMessageRef,
+  encodeRow,
+  readEvent,
+  RECEIPT_FIELDS,
+  ROW_EVENTS_LIBRARY,
+  type MessageRef,
+  type RowState,
+} from "./row.js";
 
 const HOLD_LIBRARY = new URL("./hold.lua", import.meta.url);
 const script = (name: string) =>
@@ -13,6 +24,7 @@ const script = (name: string) =>
     WINDOW_LIBRARY,
     HOLD_LIBRARY,
     STREAM_LIBRARY,
+    ROW_EVENTS_LIBRARY,
   );
 const sendCode = script("send-code");
 const retryCode = script("retry-code");
@@ -79,6 +91,8 @@ export interface SendArgs {
   authentication: NewAuthentication;
   /** The `authentication` event for each status the script may decide ("": none). */
   events: Record<"pending" | "rate_limited" | "spam_detected", string>;
+  /** The same as compact records the row may keep instead (src/verify/row.ts; "": none). */
+  compact?: Record<"pending" | "rate_limited" | "spam_detected", string>;
   /**
    * V2: a pending authentication becomes its number's running verification (the target index,
    * see `targetKey`) until `expiresAtMs`, provided the index still names `running` (the uuid the
@@ -132,88 +146,16 @@ export interface NewAuthentication {
   signals: Signals;
 }
 
-export interface StoredAuthentication extends NewAuthentication {
-  status: string;
-  validated: boolean;
-  checks: number;
-  retries: number;
-  attempts: number;
-  nextRetryAtMs: number;
-}
+export interface StoredAuthentication extends NewAuthentication, RowState {}
 
-/** The hash fields of an authentication row (read by get, written by send-code.lua). */
-function encodeAuthentication(a: NewAuthentication): Record<string, string> {
-  const s = a.signals;
-  return {
-    api: a.api,
-    customer_uuid: a.customerUuid,
-    phone_number: a.phoneNumber,
-    country_code: a.countryCode,
-    created_at: a.createdAt,
-    expires_at: a.expiresAt,
-    expires_at_ms: String(a.expiresAtMs),
-    checks: "0",
-    retries: "0",
-    attempts: "0",
-    validated: "0",
-    correlation_id: a.correlationId,
-    locale: a.locale,
-    template_id: a.templateId,
-    from: a.from,
-    app_realm: a.appRealm,
-    callback_url: a.callbackUrl,
-    price_micros: String(a.priceMicros),
-    code_length: String(a.codeLength),
-    ip: s.ip,
-    device_id: s.deviceId,
-    device_type: s.deviceType,
-    app_version: s.appVersion,
-    os_version: s.osVersion,
-    device_model: s.deviceModel,
-    is_returning_user: s.isReturningUser === undefined ? "" : s.isReturningUser ? "1" : "0",
-  };
-}
-
-function decodeAuthentication(h: Record<string, string>): StoredAuthentication | undefined {
-  if (h.customer_uuid === undefined) return undefined;
-  const n = (v: string | undefined) => Number(v ?? "0");
-  const text = (v: string | undefined) => v ?? "";
-  return {
-    // Rows stored before V2 existed are V1's.
-    api: h.api === "v2" ? "v2" : "v1",
-    customerUuid: h.customer_uuid,
-    phoneNumber: text(h.phone_number),
-    countryCode: text(h.country_code),
-    status: text(h.status),
-    createdAt: text(h.created_at),
-    expiresAt: text(h.expires_at),
-    expiresAtMs: n(h.expires_at_ms),
-    validated: h.validated === "1",
-    checks: n(h.checks),
-    retries: n(h.retries),
-    attempts: n(h.attempts),
-    nextRetryAtMs: n(h.next_retry_at_ms),
-    correlationId: text(h.correlation_id),
-    locale: text(h.locale),
-    templateId: text(h.template_id),
-    from: text(h.from),
-    appRealm: text(h.app_realm),
-    callbackUrl: text(h.callback_url),
-    priceMicros: n(h.price_micros),
-    codeLength: n(h.code_length),
-    signals: {
-      ip: text(h.ip),
-      deviceId: text(h.device_id),
-      deviceType: text(h.device_type),
-      appVersion: text(h.app_version),
-      osVersion: text(h.os_version),
-      deviceModel: text(h.device_model),
-      isReturningUser:
-        h.is_returning_user === undefined || h.is_returning_user === ""
-          ? undefined
-          : h.is_returning_user === "1",
-    },
-  };
+/** A row (either format, src/verify/row.ts) as the service reads it; undefined when none. */
+function decodeAuthentication(
+  customer: string,
+  h: Record<string, string>,
+): { auth: StoredAuthentication; compact: string[] } | undefined {
+  const decoded = decodeRow(h);
+  if (decoded === undefined) return undefined;
+  return { auth: { ...decoded.row, customerUuid: customer }, compact: decoded.events };
 }
 
 /** Redis-backed state of V1 authentications; every rule runs as one script on one slot. */
@@ -270,8 +212,11 @@ export class VerifyStore {
   ): Promise<{ indexed: string; auth: StoredAuthentication | undefined }> {
     const indexed = (await this.targetAuth(customer, phone)) ?? "";
     if (indexed === "") return { indexed, auth: undefined };
-    const auth = decodeAuthentication(await this.redis.hgetall(this.authKeys(customer, indexed).auth));
-    return { indexed, auth };
+    const row = decodeAuthentication(
+      customer,
+      await this.redis.hgetall(this.authKeys(customer, indexed).auth),
+    );
+    return { indexed, auth: row?.auth };
   }
 
   /** The correlation_id given at creation ("" when none, or no such authentication). */
@@ -338,7 +283,7 @@ export class VerifyStore {
     keys.push(this.targetKey(place.customer, place.phone));
     const release = JSON.stringify(this.releaseKeys(place, "send"));
     const { authentication, ...rest } = args;
-    const fields = encodeAuthentication(authentication);
+    const fields = encodeRow(authentication);
     const answer = (await this.listed(place, hold.id, "send", () =>
       scriptCall(sendCode, this.redis, keys, { ...rest, fields, hold: { ...hold, release } }),
     )) as string;
@@ -417,7 +362,9 @@ export class VerifyStore {
       /** The API whose authentication this must be: another's is `not_found`. */
       api: VerifyApi;
       /** The event each comparison records; none when undefined. */
-      events: Record<"valid" | "invalid", CorrelatedEnvelope> | undefined;
+      events:
+        | (Record<"valid" | "invalid", CorrelatedEnvelope> & { compact: Record<"valid" | "invalid", string> })
+        | undefined;
     },
   ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean }> {
     const k = this.authKeys(customer, auth);
@@ -465,10 +412,22 @@ export class VerifyStore {
       : { status, retries, nextRetryAtMs: next, refusedBy };
   }
 
-  /** Appends an event; says whether it awaits webhook delivery. */
-  async appendEvent(customer: string, auth: string, envelope: Envelope): Promise<{ hooked: boolean }> {
+  /**
+   * Appends an event, or its compact record (`compact`, "" for none) where the row keeps it; says
+   * whether it awaits webhook delivery.
+   */
+  async appendEvent(
+    customer: string,
+    auth: string,
+    envelope: Envelope,
+    compact: string,
+  ): Promise<{ hooked: boolean }> {
     const k = this.authKeys(customer, auth);
-    const n = await appendEvent.run(this.redis, [k.events, k.hook, k.pending], [JSON.stringify(envelope)]);
+    const n = await appendEvent.run(
+      this.redis,
+      [k.auth, k.events, k.hook, k.pending],
+      [JSON.stringify(envelope), compact],
+    );
     return { hooked: Number(n) === 2 };
   }
 
@@ -477,10 +436,19 @@ export class VerifyStore {
     auth: string,
   ): Promise<{ auth: StoredAuthentication; events: Envelope[] } | undefined> {
     const k = this.authKeys(customer, auth);
-    const [h, events] = await Promise.all([this.redis.hgetall(k.auth), this.redis.lrange(k.events, 0, -1)]);
-    const row = decodeAuthentication(h);
+    const [h, listed] = await Promise.all([this.redis.hgetall(k.auth), this.redis.lrange(k.events, 0, -1)]);
+    const row = decodeAuthentication(customer, h);
     if (row === undefined) return undefined;
-    return { auth: row, events: events.map((e) => JSON.parse(e) as Envelope) };
+    const a = row.auth;
+    const ctx = {
+      authUuid: auth,
+      phone: a.phoneNumber,
+      correlationId: a.correlationId,
+      expiresAt: a.expiresAt,
+    };
+    // The row's records come first: a list begun after them only takes what could not be compact.
+    const events = [...row.compact, ...listed].map((e) => readEvent(e, ctx));
+    return { auth: a, events };
   }
 
   /**
@@ -491,13 +459,13 @@ export class VerifyStore {
     customer: string,
     auth: string,
   ): Promise<{ api: VerifyApi; phone: string; priceMicros: number; correlationId: string } | undefined> {
-    const [api, phone, price, correlationId] = await this.redis.hmget(
+    const [api, longPhone, shortPhone, longPrice, shortPrice, correlationId] = await this.redis.hmget(
       this.authKeys(customer, auth).auth,
-      "api",
-      "phone_number",
-      "price_micros",
+      ...RECEIPT_FIELDS,
       "correlation_id",
     );
+    const phone = longPhone ?? shortPhone;
+    const price = longPrice ?? shortPrice;
     if (phone === null || phone === undefined) return undefined;
     return {
       api: api === "v2" ? "v2" : "v1",
@@ -507,19 +475,17 @@ export class VerifyStore {
     };
   }
 
-  /** Remembers which authentication a provider's message id belongs to, for delivery receipts. */
-  async rememberMessage(
-    providerId: string,
-    ref: { customer: string; auth: string; attempt: number },
-  ): Promise<void> {
-    await this.redis.set(this.keys.key("smsref", providerId), JSON.stringify(ref), "EX", 3 * 86_400);
+  /**
+   * Remembers which authentication a provider's message id belongs to, for delivery receipts,
+   * for `seconds` (SMS_RECEIPT_RETENTION_SECONDS).
+   */
+  async rememberMessage(providerId: string, ref: MessageRef, seconds: number): Promise<void> {
+    await this.redis.set(this.keys.key("smsref", providerId), encodeMessageRef(ref), "EX", seconds);
   }
 
-  async messageOwner(
-    providerId: string,
-  ): Promise<{ customer: string; auth: string; attempt: number } | undefined> {
+  async messageOwner(providerId: string): Promise<MessageRef | undefined> {
     const v = await this.redis.get(this.keys.key("smsref", providerId));
-    return v === null ? undefined : (JSON.parse(v) as { customer: string; auth: string; attempt: number });
+    return v === null ? undefined : decodeMessageRef(v);
   }
 
   /**

@@ -1,0 +1,20 @@
+-- Where an authentication's events go (src/verify/row.ts, docs/capacity.md): the webhook
+-- stream's list of JSON envelopes when the authentication has a callback (a hook) or already has
+-- a list (rows stored before compact events); else the compact record, in the row itself as
+-- fields e1, e2, ... counted by `en`. stream.lua is prepended before this.
+-- Returns like stream_append: the count, and 1 when the event awaits webhook delivery.
+local function row_event(row, list, hook, pending, envelope, compact)
+  if type(compact) == 'string' and compact ~= '' and redis.call('EXISTS', hook) == 0
+      and redis.call('EXISTS', list) == 0 then
+    local n = redis.call('HINCRBY', row, 'en', 1)
+    redis.call('HSET', row, 'e' .. n, compact)
+    return n, 0
+  end
+  local n, hooked = stream_append(list, hook, pending, envelope)
+  -- A list begun after the row (a record too long to be compact) goes with the row.
+  if n == 1 then
+    local at = redis.call('PEXPIRETIME', row)
+    if at > 0 then redis.call('PEXPIREAT', list, at) end
+  end
+  return n, hooked
+end
