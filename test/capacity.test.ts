@@ -128,6 +128,9 @@ describe("capacity: what Redis keeps per send, session and client", () => {
     expect(keys.some((k) => k.includes(":smsref:"))).to.equal(true);
     expect(keys.some((k) => k.includes(":rl:"))).to.equal(true);
     expect(sum(bytes), JSON.stringify(Object.fromEntries(bytes))).to.be.at.most(BYTES_PER_SEND);
+    // A validated row compares no code again, so it keeps no code hash.
+    const row = app.registry.verify.authKeys(customer.uuid, auth).auth;
+    expect(await app.registry.redis.hget(row, "code_hash")).to.equal(null);
 
     // What is kept reads back whole.
     const read = await rest(app.baseUrl).get(`/v1/authentication/${auth}`, { "x-api-key": customer.key });

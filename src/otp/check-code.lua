@@ -26,7 +26,9 @@ elseif tonumber(h[5] or '0') >= a.maxChecks then
 else
   redis.call('HINCRBY', KEYS[1], 'checks', 1)
   if h[2] == a.codeHash then
+    -- A validated challenge compares no code again: its hash is dropped (docs/capacity.md).
     redis.call('HSET', KEYS[1], 'validated', '1')
+    redis.call('HDEL', KEYS[1], 'code_hash')
     status = 'valid'
   else
     status = 'invalid'
