@@ -339,6 +339,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `invalid AUTHENTICATION_RETENTION_SECONDS: must be at least OTP_TTL_SECONDS (${rest.OTP_TTL_SECONDS}) (got ${shownValue("AUTHENTICATION_RETENTION_SECONDS", env.AUTHENTICATION_RETENTION_SECONDS)})`,
     );
   }
+  // An authentication's events are its webhook stream: they must outlive the delivery's retries.
+  if (rest.AUTHENTICATION_RETENTION_SECONDS * 1000 < rest.WEBHOOK_GIVE_UP_MS) {
+    throw new ConfigError(
+      `invalid AUTHENTICATION_RETENTION_SECONDS: must cover WEBHOOK_GIVE_UP_MS (${rest.WEBHOOK_GIVE_UP_MS / 1000} s), or undelivered webhooks would be dropped (got ${shownValue("AUTHENTICATION_RETENTION_SECONDS", env.AUTHENTICATION_RETENTION_SECONDS)})`,
+    );
+  }
   const [weak] = devDefaults;
   if (rest.NODE_ENV === "production" && weak !== undefined) {
     throw new ConfigError(

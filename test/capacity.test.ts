@@ -220,6 +220,7 @@ describe("capacity: retention settings", () => {
       OTP_TTL_SECONDS: "600",
       AUTHENTICATION_RETENTION_SECONDS: "3600",
       SMS_RECEIPT_RETENTION_SECONDS: "120",
+      WEBHOOK_GIVE_UP_MS: "3600000",
     });
   });
   after(async () => {
@@ -258,6 +259,15 @@ describe("capacity: retention settings", () => {
       ConfigError,
       'invalid AUTHENTICATION_RETENTION_SECONDS: must be at least OTP_TTL_SECONDS (900) (got "600")',
     );
+    expect(() => testConfig({ AUTHENTICATION_RETENTION_SECONDS: "86399" })).to.throw(
+      ConfigError,
+      'invalid AUTHENTICATION_RETENTION_SECONDS: must cover WEBHOOK_GIVE_UP_MS (86400 s), or undelivered webhooks would be dropped (got "86399")',
+    );
+    expect(
+      testConfig({ AUTHENTICATION_RETENTION_SECONDS: "3600", WEBHOOK_GIVE_UP_MS: "3600000" }),
+    ).to.include({
+      AUTHENTICATION_RETENTION_SECONDS: 3600,
+    });
     expect(() => testConfig({ AUTHENTICATION_RETENTION_SECONDS: "7776001" })).to.throw(
       ConfigError,
       "invalid AUTHENTICATION_RETENTION_SECONDS: must be a whole number from 30 to 7776000",
