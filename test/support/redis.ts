@@ -1,7 +1,8 @@
 import { scanKeys, type RedisClient } from "../../src/redis/client.js";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { createConnection, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -161,22 +162,144 @@ export async function startRedisCluster(): Promise<RedisCluster> {
 }
 
 /**
- * The commands a Redis runs while `during` runs, each as its arguments, seen through MONITOR on a
- * connection of its own (its lines trail the answers, so the last ones are awaited briefly).
+ * The commands a Redis runs while `during` runs, each as its arguments (commands run by its Lua
+ * scripts included), seen through MONITOR on a connection of its own.
+ *
+ * Not ioredis's monitor(): it switches its connection to monitor mode one promise tick after the
+ * MONITOR answer, so a monitored line that arrives in the same read as that answer is taken for
+ * the answer to a command never sent ("Command queue state error", unhandled). On a busy machine,
+ * with commands running, that happens often. This reads the RESP lines itself instead.
+ *
+ * MONITOR lines trail the answers of the commands they show: once `during` is done, a marker
+ * (ECHO of a random word, on another connection) is run and every line up to it is kept.
  */
 export async function commandsDuring(url: string, during: () => Promise<void>): Promise<string[][]> {
-  const seen: string[][] = [];
-  const monitor = await new Redis(url).monitor();
-  monitor.on("monitor", (_time: string, args: string[]) => {
-    seen.push(args);
-  });
+  const marker = `commands-during-${randomBytes(8).toString("hex")}`;
+  const isMarker = (args: string[]) => args[0]?.toLowerCase() === "echo" && args[1] === marker;
+  // Connected before MONITOR starts, so that its own handshake is not among the lines.
+  const other = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0 });
+  other.on("error", () => undefined);
+  await other.connect();
+  const monitor = await MonitorConnection.open(url);
   try {
     await during();
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await other.echo(marker);
+    const seen = await monitor.until(isMarker);
+    return seen.filter((args) => !isMarker(args));
   } finally {
-    monitor.disconnect();
+    monitor.close();
+    other.disconnect();
   }
-  return seen;
+}
+
+/** A raw MONITOR connection: RESP simple-string lines, each a command with its arguments. */
+class MonitorConnection {
+  private readonly lines: string[][] = [];
+  private buffered = "";
+  private failure: Error | undefined;
+  private wake: (() => void) | undefined;
+
+  private constructor(private readonly socket: Socket) {
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      this.buffered += chunk;
+      for (let end = this.buffered.indexOf("\r\n"); end >= 0; end = this.buffered.indexOf("\r\n")) {
+        this.take(this.buffered.slice(0, end));
+        this.buffered = this.buffered.slice(end + 2);
+      }
+      this.wake?.();
+    });
+    socket.on("error", (err) => {
+      this.failure = err;
+      this.wake?.();
+    });
+    socket.on("close", () => {
+      this.failure ??= new Error("the MONITOR connection closed");
+      this.wake?.();
+    });
+  }
+
+  /** Connects and waits for MONITOR's +OK: every command run after it is seen. */
+  static async open(url: string): Promise<MonitorConnection> {
+    const { hostname, port } = new URL(url);
+    const socket = createConnection({ host: hostname, port: Number(port) });
+    const monitor = new MonitorConnection(socket);
+    socket.write("MONITOR\r\n");
+    try {
+      await monitor.next((line) => line.length === 0);
+    } catch (err) {
+      monitor.close();
+      throw err;
+    }
+    return monitor;
+  }
+
+  /** The lines seen, up to and with the first that `last` matches. */
+  async until(last: (args: string[]) => boolean): Promise<string[][]> {
+    const seen: string[][] = [];
+    await this.next((args) => {
+      seen.push(args);
+      return last(args);
+    });
+    return seen;
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+
+  /** Hands each line (the +OK as an empty one) to `done` until it answers true. */
+  private async next(done: (args: string[]) => boolean): Promise<void> {
+    for (;;) {
+      for (let line = this.lines.shift(); line !== undefined; line = this.lines.shift()) {
+        if (done(line)) return;
+      }
+      if (this.failure !== undefined) throw this.failure;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+      });
+      this.wake = undefined;
+    }
+  }
+
+  private take(line: string): void {
+    if (line.startsWith("-")) {
+      this.failure = new Error(`MONITOR refused: ${line.slice(1)}`);
+    } else if (line === "+OK") {
+      this.lines.push([]);
+    } else {
+      // +<time> [<db> <client>] "arg" "arg" ...: each argument quoted as Redis's sdscatrepr does.
+      this.lines.push(monitorArgs(line.slice(line.indexOf("]") + 1)));
+    }
+  }
+}
+
+/** The arguments of a MONITOR line: `"..."` strings with \\, \", \n, \r, \t, \a, \b and \xHH escapes. */
+export function monitorArgs(text: string): string[] {
+  const escapes: Record<string, string> = { n: "\n", r: "\r", t: "\t", a: "\x07", b: "\b" };
+  const args: string[] = [];
+  let i = text.indexOf('"');
+  while (i >= 0) {
+    const bytes: number[] = [];
+    for (i += 1; i < text.length && text[i] !== '"'; i += 1) {
+      const c = text[i] ?? "";
+      if (c !== "\\") {
+        bytes.push(...Buffer.from(c, "latin1"));
+        continue;
+      }
+      const e = text[i + 1] ?? "";
+      if (e === "x") {
+        bytes.push(parseInt(text.slice(i + 2, i + 4), 16));
+        i += 3;
+      } else {
+        bytes.push(...Buffer.from(escapes[e] ?? e, "latin1"));
+        i += 1;
+      }
+    }
+    args.push(Buffer.from(bytes).toString("utf8"));
+    i = text.indexOf('"', i + 1);
+  }
+  return args;
 }
 
 /**
