@@ -12,6 +12,7 @@ export class CachedKeySet {
   private set: JWTVerifyGetKey | undefined;
   private loadedAt = 0;
   private loading: Promise<JWTVerifyGetKey> | undefined;
+  private reloading: Promise<JWTVerifyGetKey> | undefined;
 
   constructor(
     private readonly keys: SigningKeys,
@@ -27,11 +28,31 @@ export class CachedKeySet {
     } catch (err) {
       if (!(err instanceof errors.JWKSNoMatchingKey)) throw err;
       // A kid minted by a rotation elsewhere: look again, after the cooldown if we just did.
-      const wait = this.loadedAt + this.missCooldownMs - Date.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      return (await this.load())(header, token);
+      return (await this.reloadAfterMiss())(header, token);
     }
   };
+
+  /**
+   * The next reload, shared by every call that missed before it: one timer for all of them.
+   * Each caller timing its own wait read the keys again as soon as a reload had finished
+   * between two of their timers (a millisecond apart on a busy process), within the cooldown.
+   */
+  private reloadAfterMiss(): Promise<JWTVerifyGetKey> {
+    this.reloading ??= (async () => {
+      // A timer may fire a little early by Date.now's clock: wait until the cooldown has passed.
+      for (let wait = this.cooldownLeft(); wait > 0; wait = this.cooldownLeft()) {
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+      return this.load();
+    })().finally(() => {
+      this.reloading = undefined;
+    });
+    return this.reloading;
+  }
+
+  private cooldownLeft(): number {
+    return this.loadedAt + this.missCooldownMs - Date.now();
+  }
 
   private load(): Promise<JWTVerifyGetKey> {
     this.loading ??= this.keys
