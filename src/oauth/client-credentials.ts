@@ -125,7 +125,7 @@ export const STALE_ATTEMPT_MS = 10_000;
 /** The longest an attempt waits for a place while its address's attempts in flight fill the window. */
 export const BUSY_WAIT_MS = 2_000;
 /** How often the first attempt in line looks in Redis for a place freed by another process. */
-const WAIT_POLL_MS = 5;
+export const WAIT_POLL_MS = 5;
 /** The most attempts of one address waiting in line in one process. */
 export const MAX_WAITING = 256;
 
@@ -317,6 +317,12 @@ export class AuthFailures {
       line.leave(waiter);
       if (line.length === 0 && this.lines.get(inflight) === line) this.lines.delete(inflight);
     }
+  }
+
+  /** How many attempts from `address` wait in this process's line for a place. */
+  waitingFrom(address: string): number {
+    const [, inflight] = this.addressKeys(address);
+    return this.lines.get(inflight)?.length ?? 0;
   }
 
   /** The ms until the client's failure window has room; 0 when it has. */
