@@ -1,11 +1,10 @@
 import { expect } from "chai";
 import { request, type IncomingHttpHeaders } from "node:http";
 import { availableParallelism } from "node:os";
-import { Redis } from "ioredis";
 import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_service.js";
 import { loadConfig } from "../src/config.js";
 import { insecure, metadata, runCli, TEST_SECRETS_KEY, unary } from "./support/app.js";
-import { freePort, startRedis, waitFor, type RedisServer } from "./support/redis.js";
+import { freePort, startRedis, waitFor, watchCommands, type RedisServer } from "./support/redis.js";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process.js";
 import { sendRequest } from "./support/v1.js";
 import { slowProvider } from "./support/receivers.js";
@@ -174,10 +173,8 @@ describe("WORKERS: several processes serving the same ports", function () {
   });
 
   it("runs the scans of the instance in worker 1 only, and in the worker that replaces it", async () => {
-    const admin = new Redis(redis.url);
-    const monitor = await admin.monitor();
     const passes = { apiKeyIndex: 0, webhookSweep: 0, holdRecovery: 0 };
-    monitor.on("monitor", (_time: string, args: string[]) => {
+    const stopWatching = await watchCommands(redis.url, (args) => {
       const [command = "", ...rest] = args;
       const cmd = command.toLowerCase();
       // A pass starts with a SCAN at cursor 0, or reads the hold index.
@@ -213,8 +210,7 @@ describe("WORKERS: several processes serving the same ports", function () {
       await new Promise((r) => setTimeout(r, 1_000));
       expect(passes).to.deep.equal({ apiKeyIndex: 2, webhookSweep: 2, holdRecovery: 2 });
     } finally {
-      monitor.disconnect();
-      admin.disconnect();
+      stopWatching();
     }
   });
 

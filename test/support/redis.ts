@@ -192,9 +192,22 @@ export async function commandsDuring(url: string, during: () => Promise<void>): 
   }
 }
 
+/**
+ * Calls `onCommand` with the arguments of each command the Redis at `url` runs from now on,
+ * through MONITOR (see commandsDuring), until the answer is called.
+ */
+export async function watchCommands(url: string, onCommand: (args: string[]) => void): Promise<() => void> {
+  const monitor = await MonitorConnection.open(url);
+  monitor.listen(onCommand);
+  return () => {
+    monitor.close();
+  };
+}
+
 /** A raw MONITOR connection: RESP simple-string lines, each a command with its arguments. */
 class MonitorConnection {
   private readonly lines: string[][] = [];
+  private listener: ((args: string[]) => void) | undefined;
   private buffered = "";
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
@@ -244,6 +257,12 @@ class MonitorConnection {
     return seen;
   }
 
+  /** Hands every line from now on to `listener` as it arrives, instead of keeping it. */
+  listen(listener: (args: string[]) => void): void {
+    for (let line = this.lines.shift(); line !== undefined; line = this.lines.shift()) listener(line);
+    this.listener = listener;
+  }
+
   close(): void {
     this.socket.destroy();
   }
@@ -269,7 +288,9 @@ class MonitorConnection {
       this.lines.push([]);
     } else {
       // +<time> [<db> <client>] "arg" "arg" ...: each argument quoted as Redis's sdscatrepr does.
-      this.lines.push(monitorArgs(line.slice(line.indexOf("]") + 1)));
+      const args = monitorArgs(line.slice(line.indexOf("]") + 1));
+      if (this.listener === undefined) this.lines.push(args);
+      else this.listener(args);
     }
   }
 }
