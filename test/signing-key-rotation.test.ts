@@ -63,13 +63,14 @@ describe("signing key rotation across instances", () => {
     const before = await kidOf(deaf);
     const rotatedAt = Date.now();
     const { kid } = await instance().rotate();
-    let seen = before;
-    while (seen !== kid) {
-      expect(Date.now() - rotatedAt, "the new key is used within a second").to.be.at.most(
-        KID_MAX_AGE_MS + 50,
-      );
+    expect(before).not.to.equal(kid);
+    // Every call made a second after the rotation uses the new key. Timed from each call's start:
+    // how long a busy machine takes to answer it, or to come back to the loop, does not count.
+    for (;;) {
+      const askedAt = Date.now();
+      if ((await kidOf(deaf)) === kid) break;
+      expect(askedAt - rotatedAt, "the new key is used within a second").to.be.below(KID_MAX_AGE_MS);
       await new Promise((r) => setTimeout(r, 20));
-      seen = await kidOf(deaf);
     }
   });
 });
