@@ -108,13 +108,13 @@ describe("accounts kept in the process", () => {
       expect((await deaf.findByApiKey(apiKey))?.status).to.equal("active");
       const suspendedAt = Date.now();
       await store.setStatus(account.customerUuid, "suspended");
-      let status = (await deaf.get(account.customerUuid))?.status;
-      while (status !== "suspended") {
-        expect(Date.now() - suspendedAt, "the change is used within a second").to.be.at.most(
-          ACCOUNT_MAX_AGE_MS + 50,
-        );
+      // Every call made a second after the change sees it. Timed from each call's start: how long
+      // a busy machine takes to answer it, or to come back to the loop, does not count.
+      for (;;) {
+        const askedAt = Date.now();
+        if ((await deaf.findByApiKey(apiKey))?.status === "suspended") break;
+        expect(askedAt - suspendedAt, "the change is used within a second").to.be.below(ACCOUNT_MAX_AGE_MS);
         await new Promise((resolve) => setTimeout(resolve, 20));
-        status = (await deaf.findByApiKey(apiKey))?.status;
       }
       expect(await deaf.findByApiKey(`${apiKey}x`), "another key finds nothing").to.equal(undefined);
     });
