@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { request, Agent } from "node:http";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_service.js";
-import { startRedis, type RedisServer } from "./support/redis.js";
+import { startRedis, waitFor, type RedisServer } from "./support/redis.js";
 import { Redis } from "ioredis";
 import { cliEnv, insecure, metadata, runCli, startTestApp, TEST_SECRETS_KEY, unary } from "./support/app.js";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process.js";
@@ -187,9 +187,10 @@ describe("graceful shutdown of ringfence serve", function () {
       (await unary(client.createAuthentication.bind(client), request("+33612340001"), md())).err,
     ).to.equal(null);
     const inFlight = unary(client.createAuthentication.bind(client), request("+33612340002"), md());
-    await new Promise((r) => setTimeout(r, 100));
+    // In flight: its message waits at the provider (which holds each for 500 ms).
+    await waitFor(() => Promise.resolve(provider.references.length === 2));
     s.signal("SIGTERM");
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => Promise.resolve(s.logs().some((l) => l.msg === "SIGTERM received: draining")));
     const late = await unary(client.createAuthentication.bind(client), request("+33612340003"), md());
     const first = await inFlight;
     client.close();
