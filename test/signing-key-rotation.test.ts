@@ -48,13 +48,15 @@ describe("signing key rotation across instances", () => {
   it("uses a rotation by another instance at once when it watches for rotations", async () => {
     const serving = instance();
     const unwatch = await serving.watch(connect());
+    const readSince = Date.now();
     const before = await kidOf(serving);
     const { kid } = await instance().rotate();
     expect(kid).not.to.equal(before);
-    const deadline = Date.now() + 200;
-    let seen = await kidOf(serving);
-    while (seen !== kid && Date.now() < deadline) seen = await kidOf(serving);
-    expect(seen, "the announcement reaches the watcher within milliseconds").to.equal(kid);
+    // Until the kid it read is KID_MAX_AGE_MS old, only the announcement can change it: the calls
+    // made until then show it, however long a busy machine takes to deliver it.
+    let seen = before;
+    while (seen !== kid && Date.now() < readSince + KID_MAX_AGE_MS) seen = await kidOf(serving);
+    expect(seen, "the announcement reaches the watcher before the kid it read is a second old").to.equal(kid);
     await unwatch();
   });
 
