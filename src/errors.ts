@@ -144,6 +144,15 @@ const V2_BODY_CODE: Partial<Record<ErrorCode, string>> = {
   internal_server_error: "internal",
 };
 
+/**
+ * V2 codes whose status is not that of the shared code behind them: money refusals are 402, and
+ * a suspended account is 403 `forbidden` (V1 keeps the 400 its SDKs read).
+ */
+const V2_BODY_STATUS: Partial<Record<string, number>> = {
+  insufficient_balance: 402,
+  suspended_account: 403,
+};
+
 /** The HTTP status of each V2 answer that can be refused, as the V2 body's `type` names it. */
 export const V2_ERROR_TYPES: Readonly<Record<number, string>> = {
   400: "bad_request",
@@ -197,11 +206,13 @@ export const V2_ERROR_CODES = [
 
 /**
  * A V2 body's code and HTTP status: the V2 name of the code with its own status (402 for
- * money); a code V2 does not name becomes `invalid_request` (4xx) or `internal` (5xx).
+ * money, 403 for a suspended account); a code V2 does not name becomes `invalid_request` (4xx)
+ * or `internal` (5xx).
  */
 function v2Answer(code: ErrorCode): { code: string; http: number } {
   const named = V2_BODY_CODE[code] ?? code;
-  if (named === "insufficient_balance") return { code: named, http: 402 };
+  const own = V2_BODY_STATUS[named];
+  if (own !== undefined) return { code: named, http: own };
   if ((V2_ERROR_CODES as readonly string[]).includes(named)) return { code: named, http: ERRORS[code].http };
   return ERRORS[code].http >= 500
     ? { code: "internal", http: ERRORS.internal_server_error.http }

@@ -370,6 +370,71 @@ describe("V2 verify and lookup APIs", () => {
       }
       expect(sms.messages.length, "no message for a refused call").to.equal(before);
     });
+
+    it("answers a suspended account's create, check and lookup with 403 forbidden suspended_account (V1 keeps 400)", async () => {
+      const made = await app.registry.accounts.create({
+        name: "V2 suspended",
+        balanceMicros: 100_000_000,
+        spendingLimitMicros: 1_000_000_000,
+        features: [],
+        regions: [],
+        senderIds: [],
+      });
+      const uuid = made.account.customerUuid;
+      expect(await app.registry.accounts.setStatus(uuid, "suspended")).to.equal(true);
+      const api = rest(app.baseUrl);
+      const bearer = { authorization: `Bearer ${made.apiKey}` };
+      const phone = freshNumber();
+      const before = sms.messages.length;
+      const answers = {
+        create: await api.post(
+          "/v2/verification",
+          { target: { type: "phone_number", value: phone } },
+          bearer,
+        ),
+        check: await api.post(
+          "/v2/verification/check",
+          { target: { type: "phone_number", value: phone }, code: "123456" },
+          bearer,
+        ),
+        lookup: await api.get("/v2/lookup/+33612345678", bearer),
+      };
+      for (const [call, answer] of Object.entries(answers)) {
+        expect(answer.status, call).to.equal(403);
+        expect(answer.body, call).to.deep.equal({
+          code: "suspended_account",
+          message: "this account is suspended",
+          type: "forbidden",
+          request_id: answer.headers.get("x-request-id"),
+        });
+      }
+      expect(sms.messages.length, "nothing sent for a suspended account").to.equal(before);
+
+      const lookups = new LookupServiceClient(app.grpcAddress, insecure);
+      try {
+        const { err } = await unary(
+          lookups.lookupPhoneNumber.bind(lookups),
+          { phoneNumber: "+33612345678", type: [] },
+          metadata(bearer),
+        );
+        expect((err as ServiceError).code).to.equal(GrpcStatus.PERMISSION_DENIED);
+        const md = (err as ServiceError).metadata;
+        expect(md.get("x-http-status")).to.deep.equal(["403"]);
+        expect(JSON.parse(String(md.get("x-http-body")[0]))).to.include({
+          code: "suspended_account",
+          type: "forbidden",
+        });
+      } finally {
+        lookups.close();
+      }
+
+      const v1 = await api.get("/v1/lookup/+33612345678", {
+        "customer-uuid": uuid,
+        "x-api-key": made.apiKey,
+      });
+      expect(v1.status).to.equal(400);
+      expect(v1.body).to.include({ code: "suspended_account" });
+    });
   });
 
   describe("over gRPC", () => {
