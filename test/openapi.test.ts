@@ -55,6 +55,27 @@ describe("OpenAPI document (openapi/ringfence.yaml)", () => {
     expect([...listed].sort()).to.deep.equal([...expected].sort());
   });
 
+  it("gives every operation an operationId of its own, the V1 and V2 lookups included", () => {
+    const doc = parse(committed()) as Doc;
+    const ids: string[] = [];
+    for (const ops of Object.values(doc.paths)) {
+      for (const op of Object.values(ops)) ids.push(String(op.operationId));
+    }
+    const repeated = ids.filter((id, i) => ids.indexOf(id) !== i);
+    expect(repeated, "operationIds used more than once").to.deep.equal([]);
+    expect(ids).to.include.members([
+      "lookup_v1_LookupService_LookupPhoneNumber",
+      "lookup_v2_LookupService_LookupPhoneNumber",
+    ]);
+  });
+
+  it("lists the servers the paths are served by: relative to the document, and the built-in gateway's default", () => {
+    const doc = parse(committed()) as Doc & { servers?: { url: string; description?: string }[] };
+    expect(doc.servers?.map((s) => s.url)).to.deep.equal(["/", "http://127.0.0.1:8080"]);
+    for (const server of doc.servers ?? [])
+      expect(server.description, server.url).to.be.a("string").and.not.empty;
+  });
+
   it("describes the V1 calls as deprecated with the V1 error body, and the statuses other than 200", () => {
     const doc = parse(committed()) as Doc;
     const send = doc.paths["/v1/authentication"]?.post;

@@ -209,6 +209,9 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
   function operationOf(rpc: RpcMethod, binding: HttpBinding, index: number): Json {
     const [, service = "", method = ""] = rpc.path.split("/");
     const short = service.split(".").at(-1) ?? service;
+    // From the full service name, package version included: V1 and V2 share service and method
+    // names (`lookup_v1_LookupService_LookupPhoneNumber`, `lookup_v2_LookupService_...`).
+    const operation = `${service.replace(/^ringfence\./, "").replaceAll(".", "_")}_${method}`;
     const serviceDesc = contract.registry.getService(service);
     const methodDesc = serviceDesc?.methods.find((m) => m.name === method);
     const text =
@@ -285,7 +288,7 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
           ? undefined
           : [V2_SERVICES.has(service) ? "apiKeyBearer" : SCHEME[kind]];
     return {
-      operationId: index === 0 ? `${short}_${method}` : `${short}_${method}_${index + 1}`,
+      operationId: index === 0 ? operation : `${operation}_${index + 1}`,
       tags: [short],
       ...(text === undefined ? {} : { summary: firstSentence(text), description: text }),
       ...(V1_SERVICES.has(service) ? { deprecated: true } : {}),
@@ -312,6 +315,20 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
       description:
         "Phone verification (V2, and V1 deprecated), lookup and session authentication. Generated from the protos' google.api.http annotations by `npm run generate`; the same calls exist over gRPC (see x-grpc-method).",
     },
+    // Where the paths are served: the host the document was read from (the built-in gateway serves
+    // it at /openapi.json), which behind Envoy is the deployment's ISSUER_URL host; or the built-in
+    // gateway on its default HOST and HTTP_PORT.
+    servers: [
+      {
+        url: "/",
+        description:
+          "The host this document was read from (the built-in gateway's GET /openapi.json); in a deployment, the host of its ISSUER_URL",
+      },
+      {
+        url: "http://127.0.0.1:8080",
+        description: "The built-in gateway on its default HOST and HTTP_PORT (`ringfence serve`)",
+      },
+    ],
     tags: [...new Set(methods.map((m) => m.path.split("/")[1]?.split(".").at(-1) ?? ""))]
       .sort()
       .map((name) => ({ name })),
