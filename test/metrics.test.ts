@@ -4,7 +4,7 @@ import { status } from "@grpc/grpc-js";
 import { VerifyServiceService } from "../src/gen/ringfence/verify/v1/verify_service.js";
 import { Metrics } from "../src/observability/metrics.js";
 import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_service.js";
-import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
+import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
 import { fundedAccount } from "./support/v1.js";
 import { Receiver, SmsReceiver } from "./support/receivers.js";
 import { rest } from "./support/rest.js";
@@ -80,6 +80,7 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
   let app: TestApp;
   let sms: SmsReceiver;
   let hooks: Receiver;
+  let mail: Receiver;
   let adminPort: number;
   let customer: { uuid: string; key: string };
   let nextNumber = 612_900_100;
@@ -89,12 +90,15 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
     this.timeout(30_000);
     sms = await SmsReceiver.start();
     hooks = await Receiver.start();
+    mail = await Receiver.start();
     adminPort = await freePort();
     app = await startTestApp({
       ADMIN_PORT: String(adminPort),
       SMS_PROVIDER: "http",
       SMS_HTTP_URL: sms.url,
       SMS_PRICES: "default:0.05,FR:0.07",
+      EMAIL_PROVIDER: "http",
+      EMAIL_HTTP_URL: mail.url,
       RATE_LIMIT_NUMBER: "1/600",
       WEBHOOK_BACKOFF_BASE_MS: "50",
     });
@@ -105,6 +109,7 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
     await app.stop();
     await sms.close();
     await hooks.close();
+    await mail.close();
   });
 
   const send = (phone: string, extra: Record<string, unknown> = {}) =>
@@ -314,6 +319,46 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
       sample(before, "ringfence_sms_spend_total", { country: "FR" }) + 0.07,
       1e-9,
     );
+  });
+
+  it("counts emails sent and failed by provider, and the reason of a failure", async () => {
+    const made = await runCli(["apps", "create", "--name", "Mail metrics"], cliEnv(app.config));
+    const { app_id: appId } = JSON.parse(made.stdout) as { app_id: string };
+    let n = 0;
+    const login = () =>
+      rest(app.baseUrl).post("/v1/session/login/otp", {
+        app_id: appId,
+        identifier: { type: "email_address", value: `metrics${++n}@example.com` },
+      });
+    const before = await scrape(adminPort);
+    // The provider's series are there before its first email, at 0.
+    for (const reason of ["refused", "unavailable"])
+      expect(before).to.match(
+        new RegExp(`^ringfence_email_failed_total\\{provider="http",reason="${reason}"\\} `, "m"),
+      );
+    expect(before).to.match(/^ringfence_email_sent_total\{provider="http"\} /m);
+
+    const received = mail.received.length;
+    expect((await login()).status).to.equal(200);
+    await mail.until((r) => r.length > received);
+    try {
+      mail.answer = () => 500;
+      expect((await login()).status).to.be.at.least(500);
+      mail.answer = () => 422;
+      expect((await login()).status).to.be.at.least(400);
+    } finally {
+      mail.answer = () => 200;
+    }
+    const after = await scrape(adminPort);
+    const http = { provider: "http" };
+    expect(sample(after, "ringfence_email_sent_total", http)).to.equal(
+      sample(before, "ringfence_email_sent_total", http) + 1,
+    );
+    for (const reason of ["unavailable", "refused"]) {
+      expect(sample(after, "ringfence_email_failed_total", { ...http, reason }), reason).to.equal(
+        sample(before, "ringfence_email_failed_total", { ...http, reason }) + 1,
+      );
+    }
   });
 
   it("counts a refusal by the rule that made it: RATE_LIMIT_NUMBER, SPAM_LINE_TYPES", async () => {

@@ -2,7 +2,7 @@ import { parseE164 } from "../lookup/numbers.js";
 import { checkDeadline } from "../observability/calls.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { EmailProvider } from "./email-provider.js";
-import type { SmsProvider } from "./provider.js";
+import { DeliveryError, type SmsProvider } from "./provider.js";
 
 /**
  * `provider` as calls use it: nothing goes out for a call whose caller stopped waiting (504
@@ -31,8 +31,15 @@ export function guardedSms(provider: SmsProvider, metrics: Pick<Metrics, "messag
   };
 }
 
-/** `provider` as calls use it: the deadline guard and the metrics of `guardedSms` (no country). */
-export function guardedEmail(provider: EmailProvider, metrics: Pick<Metrics, "message">): EmailProvider {
+/**
+ * `provider` as calls use it: the deadline guard and the metrics of `guardedSms` (no country),
+ * and the email families, `ringfence_email_sent_total` and `ringfence_email_failed_total` by reason.
+ */
+export function guardedEmail(
+  provider: EmailProvider,
+  metrics: Pick<Metrics, "message" | "email" | "emailProvider">,
+): EmailProvider {
+  metrics.emailProvider(provider.name);
   return {
     name: provider.name,
     async send(msg) {
@@ -40,9 +47,14 @@ export function guardedEmail(provider: EmailProvider, metrics: Pick<Metrics, "me
       try {
         const sent = await provider.send(msg);
         metrics.message("email", provider.name, "", true);
+        metrics.email(provider.name, "sent");
         return sent;
       } catch (err) {
         metrics.message("email", provider.name, "", false);
+        metrics.email(
+          provider.name,
+          err instanceof DeliveryError && !err.retryable ? "refused" : "unavailable",
+        );
         throw err;
       }
     },

@@ -4,6 +4,13 @@ import { outcomeOf, type CallRecord } from "./calls.js";
 /** What a message provider's answer was, for the sent and failed counters. */
 export type Channel = "sms" | "email";
 
+/**
+ * Why an email was not sent: `refused`, the provider turned the message down for good (a 4xx, an
+ * SMTP 5xx reply, an address it will not take); `unavailable`, it timed out, was unreachable or
+ * answered 5xx (a retry may pass).
+ */
+export type EmailFailure = "refused" | "unavailable";
+
 /** Seconds: from a cached lookup (about 1 ms) to a provider call near its timeout. */
 const CALL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** Seconds: a Redis PING answers in well under a millisecond on a healthy network. */
@@ -22,6 +29,8 @@ export class Metrics {
   private readonly sent: Counter<"channel" | "provider" | "country">;
   private readonly failed: Counter<"channel" | "provider" | "country">;
   private readonly spend: Counter<"country">;
+  private readonly emailSent: Counter<"provider">;
+  private readonly emailFailed: Counter<"provider" | "reason">;
   private readonly webhooks: Counter<"outcome">;
   private readonly redisErrors: Counter<"kind">;
   private readonly redisPing: Histogram;
@@ -67,6 +76,18 @@ export class Metrics {
       name: "ringfence_sms_spend_total",
       help: "Amount charged to accounts for V1 messages the provider accepted, in the currency of SMS_PRICES, by destination country",
       labelNames: ["country"],
+      registers,
+    });
+    this.emailSent = new Counter({
+      name: "ringfence_email_sent_total",
+      help: "Emails (session login and step-up codes) the email provider accepted, by provider (log, http, smtp)",
+      labelNames: ["provider"],
+      registers,
+    });
+    this.emailFailed = new Counter({
+      name: "ringfence_email_failed_total",
+      help: "Emails the email provider did not accept, by provider and reason (refused: for good; unavailable: timed out, unreachable or 5xx)",
+      labelNames: ["provider", "reason"],
       registers,
     });
     this.webhooks = new Counter({
@@ -119,6 +140,18 @@ export class Metrics {
 
   message(channel: Channel, provider: string, country: string, ok: boolean): void {
     (ok ? this.sent : this.failed).inc({ channel, provider, country });
+  }
+
+  /** The email provider in use: its series exist from the start, at 0, for rates and alerts. */
+  emailProvider(provider: string): void {
+    this.emailSent.inc({ provider }, 0);
+    for (const reason of ["refused", "unavailable"] as const) this.emailFailed.inc({ provider, reason }, 0);
+  }
+
+  /** One email: sent, or the reason it was not. */
+  email(provider: string, outcome: "sent" | EmailFailure): void {
+    if (outcome === "sent") this.emailSent.inc({ provider });
+    else this.emailFailed.inc({ provider, reason: outcome });
   }
 
   charged(country: string, micros: number): void {
