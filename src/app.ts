@@ -5,7 +5,7 @@ import { isRedisUnavailable } from "./errors.js";
 import type { Logger } from "./log.js";
 import { Secrets } from "./crypto/secrets.js";
 import { checkSecretsKey } from "./crypto/key-check.js";
-import { connectRedis, createRedis, Keys, type RedisClient } from "./redis/client.js";
+import { connectRedis, createRedis, Keys, reportRedisErrors, type RedisClient } from "./redis/client.js";
 import { RedisAccountStore } from "./accounts/store.js";
 import { AccountCache } from "./accounts/cache.js";
 import { RedisLookupData } from "./lookup/lookup-data.js";
@@ -104,15 +104,14 @@ export interface Registry {
 
 export async function openRegistry(config: Config, log: Logger): Promise<Registry> {
   const metrics = new Metrics();
-  const onError = (err: Error) => {
+  const counted = () => {
     metrics.redisError();
-    log.warn("redis error", { error: err.message });
   };
   const redis = createRedis(config);
-  redis.on("error", onError);
+  reportRedisErrors(redis, log, "main", counted);
   await connectRedis(redis);
   const afterAnswer = createRedis(config);
-  afterAnswer.on("error", onError);
+  reportRedisErrors(afterAnswer, log, "after-answer", counted);
   const keys = new Keys(config.REDIS_KEY_PREFIX);
   const secrets = new Secrets(config.SECRETS_KEY);
   const accounts = new RedisAccountStore(redis, keys, secrets);
@@ -408,6 +407,9 @@ export async function startApp(config: Config, log: Logger, options: StartOption
   // Key rotations, account changes and number imports made by other instances or the CLI reach
   // this one at once (a connection of its own); each worker keeps its own copies, so each watches.
   const subscriber = createRedis(config);
+  reportRedisErrors(subscriber, log, "subscriber", () => {
+    registry.metrics.redisError();
+  });
   const unwatches = await Promise.all([
     registry.signingKeys.watch(subscriber),
     registry.accountCache.watch(subscriber),

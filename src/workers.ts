@@ -3,7 +3,7 @@ import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { startAdmin, type AdminServer } from "./observability/admin.js";
-import { createRedis } from "./redis/client.js";
+import { createRedis, reportRedisErrors } from "./redis/client.js";
 
 /**
  * WORKERS > 1: `ringfence serve` becomes a node:cluster primary that forks WORKERS workers, each
@@ -99,7 +99,7 @@ export function runPrimary(config: Config, log: Logger): Promise<number> {
   if (config.ADMIN_PORT !== 0) {
     const gathered = new AggregatorRegistry();
     const redis = createRedis(config);
-    redis.on("error", () => undefined);
+    reportRedisErrors(redis, log, "primary");
     // Ready while a worker serves and Redis answers a PING within a second, as a worker's own is.
     const ready = async () => {
       if (phase === "stopping" || !slots.some((s) => s.started)) return false;

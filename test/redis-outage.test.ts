@@ -7,7 +7,10 @@ import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_servi
 import { SessionServiceClient } from "../src/gen/ringfence/session/v1/session_service.js";
 import { HealthClient } from "./support/health.js";
 import { startRedis, waitFor, type RedisServer } from "./support/redis.js";
-import { cliEnv, insecure, metadata, runCli, startTestApp, unary } from "./support/app.js";
+import { cliEnv, insecure, metadata, runCli, startTestApp, TEST_SECRETS_KEY, unary } from "./support/app.js";
+import { startServiceProcess } from "./support/service-process.js";
+import { createLogger } from "../src/log.js";
+import { RedisErrorReport } from "../src/redis/client.js";
 import { SmsReceiver } from "./support/receivers.js";
 import { basicAuth, rest, type Json, type RestAnswer } from "./support/rest.js";
 
@@ -240,5 +243,125 @@ describe("when Redis stops answering", function () {
     await waitFor(async () => (await fetch(`${app.baseUrl}/readyz`)).status === 503, 5_000);
     // Before: the outbox's blocking connection retried for ever and the close ran out of time.
     expect(await app.stop(), "everything closed before the deadline").to.equal(true);
+  });
+});
+
+/** Whether `line` is one JSON object, as every line of the service's output must be. */
+function isJsonObject(line: string): boolean {
+  try {
+    const value: unknown = JSON.parse(line);
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}
+
+describe("the service's output while Redis is out of reach", function () {
+  this.timeout(90_000);
+
+  it("is JSON lines only, Redis client errors included: a few per connection, then one when it is back", async () => {
+    const redis = await startRedis();
+    const service = await startServiceProcess({
+      REDIS_URL: redis.url,
+      SECRETS_KEY: TEST_SECRETS_KEY,
+      SHUTDOWN_GRACE_MS: "5000",
+    });
+    try {
+      const calls = () =>
+        Promise.all(
+          [
+            fetch(`${service.baseUrl}/v1/lookup/${FR_MOBILE}`, {
+              headers: { "customer-uuid": "0b6e5f2a-8a39-4c39-9d3c-3f0f8f0c2a11", "x-api-key": "wrong" },
+            }),
+            fetch(`${service.baseUrl}/v2/lookup/${FR_MOBILE}`, {
+              headers: { authorization: "Bearer rfk_wrong" },
+            }),
+            fetch(`${service.baseUrl}/readyz`),
+          ].map((answer) => answer.then((r) => r.status)),
+        );
+      expect(await calls()).to.deep.equal([400, 401, 200]);
+      await redis.down();
+      // The outage lasts a few seconds (this test is about what an outage writes): every
+      // connection retries several times meanwhile, and calls keep coming.
+      const outageEndsMs = Date.now() + 4_000;
+      const during: number[] = [];
+      for (let round = 0; round < 200 && Date.now() < outageEndsMs; round++) during.push(...(await calls()));
+      expect(during).to.include(503);
+      await redis.up();
+      await waitFor(async () => (await calls()).join() === "400,401,200", 20_000);
+      // Every connection that said it failed says it is back before the stop (the webhook
+      // worker's blocking connection reconnects last).
+      const saidBack = () => {
+        const said = (msg: string) =>
+          new Set(
+            service
+              .logs()
+              .filter((l) => l.msg === msg)
+              .map((l) => l.client),
+          );
+        const back = said("redis connection restored");
+        return [...said("redis connection error")].every((c) => back.has(c));
+      };
+      await waitFor(() => Promise.resolve(saidBack()), 20_000);
+      service.signal("SIGTERM");
+      // Its last lines too: what the stop writes, and everything queued before the exit.
+      await service.exited;
+    } finally {
+      await service.kill();
+      await redis.stop();
+    }
+    const { stderr, stdout } = service.lines();
+    expect(
+      [...stderr, ...stdout].filter((line) => !isJsonObject(line)),
+      "lines that are not a JSON object",
+    ).to.deep.equal([]);
+    // Each connection says it lost Redis and that it is back, not a line per reconnection attempt.
+    const logs = service.logs();
+    const lost = logs.filter((l) => l.msg === "redis connection error");
+    const back = logs.filter((l) => l.msg === "redis connection restored");
+    expect(lost.map((l) => l.client)).to.include.members(["main", "subscriber", "webhook-worker"]);
+    expect(new Set(lost.map((l) => l.client)).size, "one line per connection").to.equal(lost.length);
+    expect(back.map((l) => l.client).sort()).to.deep.equal(lost.map((l) => l.client).sort());
+    for (const l of lost)
+      expect(l).to.include({ level: "warn" }).and.have.property("error").that.is.a("string");
+    const connectionLines = logs.filter(
+      (l) => typeof l.msg === "string" && l.msg.startsWith("redis connection"),
+    );
+    expect(connectionLines.length, "Redis connection lines in a few seconds' outage").to.equal(
+      2 * lost.length,
+    );
+  });
+});
+
+describe("RedisErrorReport", () => {
+  it("says a connection failed once, again after each interval with the errors between, and once that it is back", () => {
+    const raw: string[] = [];
+    const lines = () => raw.map((l) => JSON.parse(l) as Record<string, unknown>);
+    const quiet = new RedisErrorReport(
+      createLogger("info", (l) => raw.push(l)),
+      "main",
+      60_000,
+    );
+    quiet.ready();
+    for (let i = 0; i < 50; i++) quiet.error(new Error("connect ECONNREFUSED 127.0.0.1:6379"));
+    quiet.ready();
+    quiet.ready();
+    expect(lines().map((l) => [l.msg, l.client, l.errors])).to.deep.equal([
+      ["redis connection error", "main", undefined],
+      ["redis connection restored", "main", 49],
+    ]);
+    raw.length = 0;
+    // An interval of 0: every error after the first is past it.
+    const eager = new RedisErrorReport(
+      createLogger("info", (l) => raw.push(l)),
+      "subscriber",
+      0,
+    );
+    eager.error(new Error("a"));
+    eager.error("b");
+    expect(lines().map((l) => [l.level, l.msg, l.error, l.errors])).to.deep.equal([
+      ["warn", "redis connection error", "a", undefined],
+      ["warn", "redis connection still failing", "b", 1],
+    ]);
   });
 });

@@ -52,6 +52,9 @@ async function run(): Promise<number> {
   checked(rows, true);
   const config = loadConfig();
   const redis = createRedis(config);
+  // Its failures end the import, reported by the command in its one line: nothing else to say
+  // (without a listener ioredis would print each error's stack).
+  redis.on("error", () => undefined);
   try {
     await connectRedis(redis);
     const data = new RedisLookupData(redis, new Keys(config.REDIS_KEY_PREFIX));

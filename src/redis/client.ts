@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
 import { tracingStarted } from "../observability/tracing.js";
 
 export type RedisClient = Redis | Cluster;
@@ -45,6 +46,76 @@ export function createBlockingRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CL
     return new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), { redisOptions: options });
   }
   return new Redis(config.REDIS_URL, options);
+}
+
+/** How often a connection that keeps failing says so again (its first failure is said at once). */
+export const REDIS_ERROR_REPEAT_MS = 30_000;
+
+/**
+ * A connection's errors as JSON lines of the log, few enough for an outage: one warn line when
+ * it starts failing, one more per REDIS_ERROR_REPEAT_MS while it keeps failing (with how many
+ * errors it saw since), and one info line when it is ready again. Without an `error` listener
+ * ioredis would write each error's stack to stderr as plain text.
+ */
+export class RedisErrorReport {
+  private failing = false;
+  private saidAtMs = 0;
+  private unsaid = 0;
+
+  constructor(
+    private readonly log: Logger,
+    /** Which connection, as the lines name it (`client`): "main", "subscriber", ... */
+    readonly client: string,
+    private readonly repeatMs = REDIS_ERROR_REPEAT_MS,
+  ) {}
+
+  error(err: unknown): void {
+    const error = err instanceof Error ? err.message : String(err);
+    const now = Date.now();
+    if (!this.failing) {
+      this.failing = true;
+      this.saidAtMs = now;
+      this.unsaid = 0;
+      this.log.warn("redis connection error", { client: this.client, error });
+    } else if (now - this.saidAtMs >= this.repeatMs) {
+      this.log.warn("redis connection still failing", {
+        client: this.client,
+        error,
+        errors: this.unsaid + 1,
+      });
+      this.saidAtMs = now;
+      this.unsaid = 0;
+    } else {
+      this.unsaid += 1;
+    }
+  }
+
+  ready(): void {
+    if (!this.failing) return;
+    this.failing = false;
+    this.log.info("redis connection restored", { client: this.client, errors: this.unsaid });
+  }
+}
+
+/**
+ * Gives `connection` its error listener: errors and the recovery go to the log through a
+ * RedisErrorReport named `client`; `onError` is told of every error (a metric).
+ */
+export function reportRedisErrors(
+  connection: RedisClient,
+  log: Logger,
+  client: string,
+  onError?: (err: Error) => void,
+): RedisErrorReport {
+  const report = new RedisErrorReport(log, client);
+  connection.on("error", (err: Error) => {
+    onError?.(err);
+    report.error(err);
+  });
+  connection.on("ready", () => {
+    report.ready();
+  });
+  return report;
 }
 
 function clusterNodes(nodes: string[]) {

@@ -4,7 +4,8 @@ import { Cluster, type Redis } from "ioredis";
 import { z } from "zod";
 import type { Logger } from "../log.js";
 import { OutboundRefused, type OutboundGuard } from "../net/outbound.js";
-import { LuaScript, scanKeys, type Keys, type RedisClient } from "../redis/client.js";
+import { isRedisUnavailable } from "../errors.js";
+import { LuaScript, RedisErrorReport, scanKeys, type Keys, type RedisClient } from "../redis/client.js";
 import { parseHttpUrl } from "../net/validate.js";
 import { SIGNATURE_HEADER, signWebhook } from "./signature.js";
 import { hashTag, outboxKeys, PENDING_KIND, readEnvelopeHead, type OutboxKeys } from "./stream.js";
@@ -150,7 +151,15 @@ export class WebhookOutbox {
     if (this.worker !== undefined) return;
     this.closing = false;
     this.closed = false;
-    this.workerConnection = this.options.connection();
+    const connection = (this.workerConnection = this.options.connection());
+    // The worker's errors include those of the blocking connection BullMQ duplicates from this
+    // one: one report for both, told of the recovery by this connection (BullMQ's own listener
+    // is gone once the worker is closed, and the connection is being closed then).
+    const report = new RedisErrorReport(this.log, "webhook-worker");
+    connection.on("error", () => undefined);
+    connection.on("ready", () => {
+      report.ready();
+    });
     const worker = new Worker<DeliveryJob, string, typeof JOB_NAME>(
       WEBHOOK_QUEUE_NAME,
       (job, token) => this.process(job, token),
@@ -163,7 +172,8 @@ export class WebhookOutbox {
     );
     this.worker = worker;
     worker.on("error", (err) => {
-      this.log.warn("webhook worker error", { error: err.message });
+      if (isRedisUnavailable(err)) report.error(err);
+      else this.log.warn("webhook worker error", { error: err.message });
     });
     worker.on("failed", (job, err) => {
       // Called for every failed attempt; finishedOn is only set once BullMQ gives the job up.
@@ -236,8 +246,14 @@ export class WebhookOutbox {
         removeOnFail: true,
       },
     });
+    const report = new RedisErrorReport(this.log, "webhook-queue");
+    connection.on("error", () => undefined);
+    connection.on("ready", () => {
+      report.ready();
+    });
     queue.on("error", (err) => {
-      this.log.warn("webhook queue error", { error: err.message });
+      if (isRedisUnavailable(err)) report.error(err);
+      else this.log.warn("webhook queue error", { error: err.message });
     });
     this.queueConnection = connection;
     this.queue = queue;

@@ -34,6 +34,10 @@ export interface RedisServer {
   resume(): void;
   /** Stops the server and starts it again on the same port and data directory. */
   restart(): Promise<void>;
+  /** Stops the server, keeping its port and data directory for `up` (an outage). */
+  down(): Promise<void>;
+  /** Starts a server stopped by `down` again, on the same port and data directory. */
+  up(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -97,6 +101,10 @@ export async function startRedis(options: RedisOptions | string[] = {}): Promise
     },
     restart: async () => {
       await kill();
+      child = await launch();
+    },
+    down: kill,
+    up: async () => {
       child = await launch();
     },
     stop: async () => {

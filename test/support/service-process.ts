@@ -19,8 +19,10 @@ export interface ServiceProcess {
   grpcAddress: string;
   httpPort: number;
   grpcPort: number;
-  /** The JSON log lines it wrote on stderr so far. */
+  /** The JSON log lines it wrote on stderr so far (a line that is not JSON as `{raw}`). */
   logs(): Record<string, unknown>[];
+  /** Every whole line it wrote so far, exactly as written, on stderr and on stdout. */
+  lines(): { stderr: string[]; stdout: string[] };
   /** Sends a signal (SIGTERM, SIGKILL, ...). */
   signal(sig: NodeJS.Signals): void;
   /** Settles when the process exits. */
@@ -51,20 +53,28 @@ export async function startServiceProcess(
       ISSUER_URL: `http://127.0.0.1:${httpPort}`,
       ...env,
     },
-    stdio: ["ignore", "ignore", "pipe"],
+    stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: Record<string, unknown>[] = [];
-  let partial = "";
-  child.stderr?.on("data", (d: Buffer) => {
-    partial += d.toString();
-    const parts = partial.split("\n");
-    partial = parts.pop() ?? "";
-    for (const p of parts) {
-      try {
-        lines.push(JSON.parse(p) as Record<string, unknown>);
-      } catch {
-        lines.push({ raw: p });
+  const raw = { stderr: [] as string[], stdout: [] as string[] };
+  const split = (stream: "stderr" | "stdout", onLine: (line: string) => void) => {
+    let partial = "";
+    child[stream]?.on("data", (d: Buffer) => {
+      partial += d.toString();
+      const parts = partial.split("\n");
+      partial = parts.pop() ?? "";
+      for (const p of parts) {
+        raw[stream].push(p);
+        onLine(p);
       }
+    });
+  };
+  split("stdout", () => undefined);
+  split("stderr", (p) => {
+    try {
+      lines.push(JSON.parse(p) as Record<string, unknown>);
+    } catch {
+      lines.push({ raw: p });
     }
   });
   const exited = new Promise<ServiceExit>((resolve) => {
@@ -91,6 +101,7 @@ export async function startServiceProcess(
     httpPort,
     grpcPort,
     logs: () => lines,
+    lines: () => raw,
     signal: (sig) => {
       child.kill(sig);
     },
