@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { z } from "zod";
 import { ConfigError, loadConfig, type Config } from "./config.js";
-import { createLogger, type Logger } from "./log.js";
+import { createLogger, routeProcessOutput, type Logger } from "./log.js";
 import { isRedisUnavailable } from "./errors.js";
 // The app (every domain, its data files, gRPC, the queue) loads only for the commands that use it.
 import type { Registry, RunningApp } from "./app.js";
@@ -97,7 +97,7 @@ program
     const { runPrimary, workerSlot } = await import("./workers.js");
     const slot = workerSlot();
     if (slot === undefined && config.WORKERS > 1) {
-      const log = (serveLog = createLogger(config.LOG_LEVEL, undefined, { pid: process.pid }));
+      const log = serveLogger(config, { pid: process.pid });
       const code = await runPrimary(config, log);
       await exitAfterLogs(log, code);
     }
@@ -105,7 +105,7 @@ program
       await serveWorker(config, slot);
       return;
     }
-    const log = (serveLog = createLogger(config.LOG_LEVEL));
+    const log = serveLogger(config);
     const { startApp } = await import("./app.js");
     const app = await startApp(config, log);
     // A stray rejection (say a background read while Redis is away) must not take the server down.
@@ -141,6 +141,24 @@ function stopAndExit(app: RunningApp, config: Config, log: Logger): void {
 /** The log of `serve` in this process, so that a failed start writes its lines before exiting. */
 let serveLog: Logger | undefined;
 
+/**
+ * The log of `serve`, which is all it writes on stderr: one JSON object a line, what libraries
+ * print and process warnings included (routeProcessOutput), and an uncaught exception too, logged
+ * before the process exits 1 as Node would.
+ */
+function serveLogger(config: Config, context?: Record<string, unknown>): Logger {
+  const log = (serveLog = createLogger(config.LOG_LEVEL, undefined, context));
+  routeProcessOutput(log);
+  process.on("uncaughtException", (err) => {
+    log.error("uncaught exception: exiting", {
+      error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+      stack: err instanceof Error ? err.stack : undefined,
+    });
+    void exitAfterLogs(log, 1);
+  });
+  return log;
+}
+
 /** Exits once the log's last lines are written (they go out asynchronously). */
 async function exitAfterLogs(log: Logger, code: number): Promise<never> {
   await log.close?.();
@@ -153,7 +171,7 @@ async function exitAfterLogs(log: Logger, code: number): Promise<never> {
  * reaches every process of the group and the primary forwards it too.
  */
 async function serveWorker(config: Config, slot: number): Promise<void> {
-  const log = (serveLog = createLogger(config.LOG_LEVEL, undefined, { worker: slot, pid: process.pid }));
+  const log = serveLogger(config, { worker: slot, pid: process.pid });
   process.on("unhandledRejection", (err) => {
     log[isRedisUnavailable(err) ? "warn" : "error"]("unhandled rejection", {
       error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),

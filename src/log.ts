@@ -1,3 +1,4 @@
+import { format } from "node:util";
 import { pino, stdTimeFunctions, type Logger as Pino } from "pino";
 
 /**
@@ -122,6 +123,29 @@ export function createLogger(
 
 /** The longest `close` waits for the last lines (a stalled stderr must not hold an exit). */
 const CLOSE_WAIT_MS = 2_000;
+
+/**
+ * For a process whose stderr is its log (`serve`): what it would write as plain text goes through
+ * `log` instead, so that every line is one JSON object. Process warnings (Node's printer is
+ * replaced), and the console, where libraries write (ioredis, BullMQ, grpc-js's default logger).
+ */
+export function routeProcessOutput(log: Logger): void {
+  process.removeAllListeners("warning");
+  process.on("warning", (warning) => {
+    log.warn("process warning", { name: warning.name, warning: warning.message });
+  });
+  const to =
+    (level: LogLevel) =>
+    (...args: unknown[]): void => {
+      log[level]("console", { text: format(...args) });
+    };
+  console.error = to("error");
+  console.warn = to("warn");
+  console.log = to("info");
+  console.info = to("info");
+  console.debug = to("debug");
+  console.trace = to("debug");
+}
 
 export const silentLogger: Logger = {
   debug: () => undefined,

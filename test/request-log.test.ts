@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_service.js";
-import { createLogger, redact, REDACTED } from "../src/log.js";
+import { createLogger, redact, REDACTED, routeProcessOutput } from "../src/log.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "./support/app.js";
 import { fundedAccount } from "./support/v1.js";
 import { SmsReceiver } from "./support/receivers.js";
@@ -181,5 +181,37 @@ describe("log redaction", () => {
     const line = JSON.parse(raw[0] ?? "{}") as Line;
     expect(line).to.include({ level: "warn", msg: "written", worker: 2, reason: "x", token: REDACTED });
     expect(line.time).to.match(/Z$/);
+  });
+});
+
+describe("routeProcessOutput: what a serving process prints is JSON lines of its log", () => {
+  it("writes process warnings and the console's output (where libraries print) as log lines", async () => {
+    const raw: string[] = [];
+    const log = createLogger("debug", (line) => raw.push(line));
+    const saved = { ...console };
+    const warningListeners = process.listeners("warning");
+    try {
+      routeProcessOutput(log);
+      console.error("[ioredis] Unhandled error event:", new Error("connect ECONNREFUSED").stack);
+      console.warn("It is highly recommended to use a minimum Redis version of %s", "6.2.0");
+      console.log("redis://user:hunter2@host:6379");
+      process.emitWarning("too many listeners", "MaxListenersExceededWarning");
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      Object.assign(console, saved);
+      process.removeAllListeners("warning");
+      for (const listener of warningListeners) process.on("warning", listener);
+    }
+    const lines = raw.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.map((l) => [l.level, l.msg])).to.deep.equal([
+      ["error", "console"],
+      ["warn", "console"],
+      ["info", "console"],
+      ["warn", "process warning"],
+    ]);
+    expect(lines[0]?.text).to.match(/^\[ioredis\] Unhandled error event: Error: connect ECONNREFUSED\n/);
+    expect(lines[1]?.text).to.equal("It is highly recommended to use a minimum Redis version of 6.2.0");
+    expect(lines[2]?.text).to.equal("redis://user:***@host:6379");
+    expect(lines[3]).to.include({ name: "MaxListenersExceededWarning", warning: "too many listeners" });
   });
 });
