@@ -109,6 +109,8 @@ async function main(): Promise<void> {
     PATH: process.env.PATH ?? "",
     HOME: process.env.HOME ?? "",
     NODE_ENV: "production",
+    // Production requires it; each service started below names its own port instead.
+    ISSUER_URL: "http://127.0.0.1:8080",
     HOST: "127.0.0.1",
     REDIS_URL: redis.url,
     SECRETS_KEY: randomBytes(32).toString("base64"),
