@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
+import { createConnection, createServer as createTcpServer, type Server as TcpServer } from "node:net";
 import type { AddressInfo } from "node:net";
 import { waitFor } from "./support/redis.js";
 import { expect } from "chai";
@@ -10,6 +11,8 @@ import { HoldRecovery, STALE_AFTER_MS } from "../src/verify/holds.js";
 import type { SendArgs, SendPlace } from "../src/verify/store.js";
 import { silentLogger } from "../src/log.js";
 import { createSmsProvider } from "../src/messaging/sms.js";
+import { testRedisUrl } from "./support/hooks.js";
+import { rest } from "./support/rest.js";
 
 const PRICE = 50_000;
 
@@ -113,15 +116,16 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       events: { pending: event, rate_limited: event, spam_detected: event },
       hook: null,
     };
-    const { status } = await store.send(place, args, {
+    const held = {
       id: message.reference,
       issuedAt: opts.issuedAt ?? now,
       staleMs: STALE_AFTER_MS,
       deadline: opts.deadline ?? now + 60_000,
       sealed: app.registry.secrets.encrypt(JSON.stringify(message)),
       owner: "test",
-    });
-    return { status, place, message, hold: store.holdOf(place, message.reference, "send") };
+    };
+    const { status } = await store.send(place, args, held);
+    return { status, place, message, held, hold: store.holdOf(place, message.reference, "send") };
   }
 
   it("charges a reserve that ioredis replays after a reconnect only once", async () => {
@@ -170,6 +174,25 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     }
     expect(await balance()).to.equal(10_000_000 - charged * PRICE);
     expect(await holdsLeft()).to.equal(0);
+  });
+
+  it("gives back a caller's own hold only while no recovery has claimed it", async () => {
+    const store = app.registry.verify;
+    // Another caller's hold of the same id (another sealed message) is left alone.
+    const mine = await reserve();
+    const other = { ...mine.held, sealed: app.registry.secrets.encrypt("another message") };
+    expect(await store.resolveHold(mine.hold, "release", other)).to.equal(false);
+    expect(await holdsLeft()).to.equal(1);
+    expect(await store.resolveHold(mine.hold, "release", mine.held)).to.equal(true);
+    expect(await balance()).to.equal(10_000_000);
+    // Claimed by a recovery (its deadline moved on): the recovery's to resolve, by the provider's answer.
+    const due = await reserve({ deadline: Date.now() - 1 });
+    const now = Date.now();
+    expect(await store.claimHold(customer, due.hold.id, now, now + 60_000)).not.to.equal(undefined);
+    expect(await store.resolveHold(due.hold, "release", due.held)).to.equal(false);
+    expect(await balance()).to.equal(10_000_000 - PRICE);
+    expect(await holdsLeft()).to.equal(1);
+    expect(await store.resolveHold(due.hold, "commit")).to.equal(true);
   });
 
   it("re-sends an overdue hold's message with the same reference and keeps the charge once accepted", async () => {
@@ -279,5 +302,160 @@ describe("V1 send whose provider does not answer in time", () => {
     expect((await app.registry.accounts.get(account.customerUuid))?.balanceMicros).to.equal(
       10_000_000 - 50_000,
     );
+  });
+});
+
+/**
+ * A TCP proxy in front of Redis that, once `arm`ed, holds back every answer of Redis from the
+ * first script a client sends on (EVALSHA) for `holdMs`, in order: Redis runs the script at once,
+ * the client sees its answer late.
+ */
+class LateAnswers {
+  private armed = false;
+  private readonly sockets = new Set<{ destroy(): void }>();
+  private constructor(
+    private readonly server: TcpServer,
+    readonly url: string,
+  ) {}
+
+  static async start(target: { host: string; port: number }, holdMs: number): Promise<LateAnswers> {
+    const ref: { self?: LateAnswers } = {};
+    const server = createTcpServer((client) => {
+      const redis = createConnection(target);
+      ref.self?.sockets.add(client).add(redis);
+      let holdUntil = 0;
+      const held: Buffer[] = [];
+      client.on("data", (d: Buffer) => {
+        if (ref.self?.armed === true && d.includes("evalsha")) {
+          ref.self.armed = false;
+          holdUntil = Date.now() + holdMs;
+          setTimeout(() => {
+            for (const b of held.splice(0)) client.write(b);
+          }, holdMs);
+        }
+        redis.write(d);
+      });
+      redis.on("data", (d: Buffer) => {
+        if (Date.now() < holdUntil || held.length > 0) held.push(d);
+        else client.write(d);
+      });
+      const close = () => {
+        client.destroy();
+        redis.destroy();
+      };
+      client.on("close", close).on("error", close);
+      redis.on("close", close).on("error", close);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const self = new LateAnswers(server, `redis://127.0.0.1:${String(port)}`);
+    ref.self = self;
+    return self;
+  }
+
+  /** The next script sent (on any connection) gets its answer, and all after it, late. */
+  arm(): void {
+    this.armed = true;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+describe("V1 send whose charge Redis made but answered too late", () => {
+  let app: TestApp;
+  let sms: SmsReceiver;
+  let proxy: LateAnswers;
+
+  before(async function () {
+    this.timeout(30_000);
+    sms = await SmsReceiver.start();
+    // The service reaches Redis through a proxy that can hold Redis's answers back, longer than
+    // the service waits for them.
+    const { port } = new URL(testRedisUrl());
+    proxy = await LateAnswers.start({ host: "127.0.0.1", port: Number(port) }, 2_500);
+    app = await startTestApp({
+      REDIS_URL: proxy.url,
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: sms.url,
+      // The recovery would re-send the held message only after a minute: what this test sees is
+      // the owner giving the charge back.
+      SMS_HOLD_MARGIN_MS: "60000",
+      SMS_HOLD_RECOVERY_INTERVAL_MS: "0",
+      OTP_RETRY_INTERVAL_SECONDS: "1",
+    });
+  });
+
+  after(async () => {
+    await app.stop();
+    await proxy.close();
+    await sms.close();
+  });
+
+  it("answers 503 and gives the charge back as soon as Redis answers again, sending nothing", async function () {
+    this.timeout(30_000);
+    const { account, apiKey } = await fundedAccount(app.registry.accounts, "Late Redis");
+    // The start completes the override prefixes in the background; a send reads nothing before its
+    // script once they are.
+    const complete = app.registry.keys.key("numovr", "prefixes", "complete");
+    await waitFor(async () => (await app.registry.redis.get(complete)) === "1");
+    const customer = account.customerUuid;
+    // A first send, answered in time (and the account known to the service from then on).
+    const first = await postSend(app.baseUrl, apiKey, {
+      customer_uuid: customer,
+      phone_number: "+33699000211",
+    });
+    expect(first.status).to.equal(200);
+    // Redis runs the charging script at once, but its answer arrives after the caller gave up.
+    proxy.arm();
+    const late = await postSend(app.baseUrl, apiKey, {
+      customer_uuid: customer,
+      phone_number: "+33699000212",
+    });
+    expect(late.status).to.equal(503);
+    const holds = app.registry.verify.holdsKey(customer);
+    await waitFor(async () => (await app.registry.redis.zcard(holds)) === 0, 10_000);
+    expect((await app.registry.accounts.get(customer))?.balanceMicros).to.equal(10_000_000 - PRICE);
+    expect(sms.messages.map((m) => m.to)).to.deep.equal(["+33699000211"]);
+  });
+
+  it("answers a late retry 503 and gives its charge back, the previous code still the one to check", async function () {
+    this.timeout(30_000);
+    const { account, apiKey } = await fundedAccount(app.registry.accounts, "Late Redis retry");
+    const customer = account.customerUuid;
+    const headers = { "x-api-key": apiKey };
+    const retry = (auth: string) =>
+      rest(app.baseUrl).post("/v1/retry", { customer_uuid: customer, authentication_uuid: auth }, headers);
+    const other = await postSend(app.baseUrl, apiKey, {
+      customer_uuid: customer,
+      phone_number: "+33699000214",
+    });
+    const first = await postSend(app.baseUrl, apiKey, {
+      customer_uuid: customer,
+      phone_number: "+33699000213",
+    });
+    expect([other.status, first.status]).to.deep.equal([200, 200]);
+    const auth = String(first.body.authentication_uuid);
+    const code = /\d{6}/.exec(sms.messages.at(-1)?.body ?? "")?.[0] ?? "";
+    const stored = await app.registry.verify.get(customer, auth);
+    await waitFor(() => Promise.resolve(Date.now() >= (stored?.auth.nextRetryAtMs ?? 0)));
+    // A retry answered in time, on the other number: Redis knows the retry script from then on.
+    expect((await retry(String(other.body.authentication_uuid))).body.status).to.equal("approved");
+    const sent = sms.messages.length;
+    proxy.arm();
+    const late = await retry(auth);
+    expect(late.status).to.equal(503);
+    const holds = app.registry.verify.holdsKey(customer);
+    await waitFor(async () => (await app.registry.redis.zcard(holds)) === 0, 10_000);
+    expect((await app.registry.accounts.get(customer))?.balanceMicros).to.equal(10_000_000 - 3 * PRICE);
+    expect(sms.messages.length).to.equal(sent);
+    const check = await rest(app.baseUrl).post(
+      "/v1/check",
+      { customer_uuid: customer, authentication_uuid: auth, check_code: code },
+      headers,
+    );
+    expect(check.body.status).to.equal("valid");
   });
 });

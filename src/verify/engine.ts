@@ -19,7 +19,7 @@ import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
 import type { OutgoingSms } from "../messaging/provider.js";
 import { secretRef, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { AuthenticationStatus, CheckStatus, Envelope, RetryStatus } from "./model.js";
-import type { Hold, SendPlace, Signals, StoredAuthentication, VerifyStore } from "./store.js";
+import type { Hold, HoldArgs, SendPlace, Signals, StoredAuthentication, VerifyStore } from "./store.js";
 import { EVENT_SHAPES, type EventFacts, type VerifyApi } from "./events.js";
 import { holdSpanMs, outcomeUnknown, settleHold, STALE_AFTER_MS, unavailable } from "./holds.js";
 import { compactEvent, type EventContext } from "./row.js";
@@ -166,63 +166,66 @@ export class VerifyEngine {
       reference: `${authUuid}.1`,
     };
 
-    const { status, refusedBy } = await store.send(
-      place,
-      {
-        now: t,
-        authUuid,
-        phone: phone.e164,
-        member: `${authUuid}:1`,
-        staticSpam,
-        hasIp: ip !== "",
-        hasDevice: req.deviceId !== "",
-        price,
-        codeHash: this.hashCode(authUuid, code),
-        retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
-        keepUntil: expiresMs + config.AUTHENTICATION_RETENTION_SECONDS * 1000,
-        limits: {
-          number: config.RATE_LIMIT_NUMBER,
-          ip: config.RATE_LIMIT_IP,
-          device: config.RATE_LIMIT_DEVICE,
-          account: config.RATE_LIMIT_ACCOUNT,
+    const held = this.holdArgs(sms);
+    const { status, refusedBy } = await store
+      .send(
+        place,
+        {
+          now: t,
+          authUuid,
+          phone: phone.e164,
+          member: `${authUuid}:1`,
+          staticSpam,
+          hasIp: ip !== "",
+          hasDevice: req.deviceId !== "",
+          price,
+          codeHash: this.hashCode(authUuid, code),
+          retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
+          keepUntil: expiresMs + config.AUTHENTICATION_RETENTION_SECONDS * 1000,
+          limits: {
+            number: config.RATE_LIMIT_NUMBER,
+            ip: config.RATE_LIMIT_IP,
+            device: config.RATE_LIMIT_DEVICE,
+            account: config.RATE_LIMIT_ACCOUNT,
+          },
+          spam: {
+            ipNumbers: config.SPAM_IP_NUMBERS,
+            deviceNumbers: config.SPAM_DEVICE_NUMBERS,
+            range: config.SPAM_RANGE_BURST,
+          },
+          authentication: {
+            api: req.api,
+            customerUuid: account.customerUuid,
+            phoneNumber: phone.e164,
+            countryCode: phone.countryCode,
+            createdAt,
+            expiresAt,
+            expiresAtMs: expiresMs,
+            correlationId: req.correlationId,
+            locale: message.locale,
+            templateId: message.templateId,
+            from,
+            appRealm: req.appRealm,
+            callbackUrl: req.callbackUrl,
+            priceMicros: price,
+            codeLength: req.codeLength,
+            signals: req.signals,
+          },
+          events,
+          compact: {
+            pending: compact(events.pending),
+            rate_limited: compact(events.rate_limited),
+            spam_detected: compact(events.spam_detected),
+          },
+          target: req.indexed === undefined ? null : { running: req.indexed },
+          hook:
+            req.callbackUrl === ""
+              ? null
+              : { url: req.callbackUrl, secretRef: secretRef(ACCOUNT_SECRET_KIND, account.customerUuid) },
         },
-        spam: {
-          ipNumbers: config.SPAM_IP_NUMBERS,
-          deviceNumbers: config.SPAM_DEVICE_NUMBERS,
-          range: config.SPAM_RANGE_BURST,
-        },
-        authentication: {
-          api: req.api,
-          customerUuid: account.customerUuid,
-          phoneNumber: phone.e164,
-          countryCode: phone.countryCode,
-          createdAt,
-          expiresAt,
-          expiresAtMs: expiresMs,
-          correlationId: req.correlationId,
-          locale: message.locale,
-          templateId: message.templateId,
-          from,
-          appRealm: req.appRealm,
-          callbackUrl: req.callbackUrl,
-          priceMicros: price,
-          codeLength: req.codeLength,
-          signals: req.signals,
-        },
-        events,
-        compact: {
-          pending: compact(events.pending),
-          rate_limited: compact(events.rate_limited),
-          spam_detected: compact(events.spam_detected),
-        },
-        target: req.indexed === undefined ? null : { running: req.indexed },
-        hook:
-          req.callbackUrl === ""
-            ? null
-            : { url: req.callbackUrl, secretRef: secretRef(ACCOUNT_SECRET_KIND, account.customerUuid) },
-      },
-      this.holdArgs(sms),
-    );
+        held,
+      )
+      .catch(this.giveBack(store.holdOf(place, sms.reference, "send"), held));
     if (status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
     if (refusedBy !== undefined) noteRefusal(refusedBy);
 
@@ -267,19 +270,22 @@ export class VerifyEngine {
       locale: message.locale,
       reference: `${authUuid}.${attempt}`,
     };
-    const r = await store.retry(
-      place,
-      {
-        now: t,
-        codeHash: this.hashCode(authUuid, code),
-        maxRetries: config.OTP_MAX_RETRIES,
-        retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
-        price,
-        member: `${authUuid}:${attempt}`,
-        limits: { number: config.RATE_LIMIT_NUMBER, account: config.RATE_LIMIT_ACCOUNT },
-      },
-      this.holdArgs(sms),
-    );
+    const held = this.holdArgs(sms);
+    const r = await store
+      .retry(
+        place,
+        {
+          now: t,
+          codeHash: this.hashCode(authUuid, code),
+          maxRetries: config.OTP_MAX_RETRIES,
+          retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
+          price,
+          member: `${authUuid}:${attempt}`,
+          limits: { number: config.RATE_LIMIT_NUMBER, account: config.RATE_LIMIT_ACCOUNT },
+        },
+        held,
+      )
+      .catch(this.giveBack(store.holdOf(place, sms.reference, "retry"), held));
     if (r.status === "not_found") throw unknownAuthentication();
     if (r.status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
     if (r.refusedBy !== undefined) noteRefusal(r.refusedBy);
@@ -348,8 +354,24 @@ export class VerifyEngine {
     if (hooked) await this.kick(store.authKeys(owner.customer, owner.auth).events);
   }
 
+  /**
+   * What a failed charging script (send or retry) leaves: a refusal charged nothing; any other
+   * failure may be a script Redis ran all the same, its answer lost or late (a paused, slow or
+   * restarting Redis), so a charge for a message nobody sends now, as the caller gets 503. That
+   * hold is released (refund, windows freed, authentication removed or previous code restored)
+   * in the background once Redis answers, unless a recovery claimed it first. Rethrows.
+   */
+  private giveBack(hold: Hold, held: HoldArgs): (err: unknown) => never {
+    return (err) => {
+      if (!(err instanceof RingfenceError)) {
+        void settleHold(this.deps.store, this.deps.log, hold, "release", held);
+      }
+      throw err;
+    };
+  }
+
   /** The hold arguments of a send or retry issued now, its message sealed (it holds the code). */
-  private holdArgs(sms: OutgoingSms) {
+  private holdArgs(sms: OutgoingSms): HoldArgs & { id: string } {
     const issuedAt = Date.now();
     return {
       id: sms.reference,

@@ -5,7 +5,7 @@ import type { Secrets } from "../crypto/secrets.js";
 import { COMMAND_TIMEOUT_MS } from "../redis/client.js";
 import { DeliveryError, type OutgoingSms } from "../messaging/provider.js";
 import type { SmsProvider } from "../messaging/sms.js";
-import type { Hold, VerifyStore } from "./store.js";
+import type { Hold, HoldArgs, VerifyStore } from "./store.js";
 
 /**
  * A charging script refuses to act this long after it was issued: the caller's command times
@@ -39,17 +39,19 @@ const RETRY_MAX_MS = 30_000;
 /**
  * Commits or releases a hold now; when Redis does not answer, keeps trying in the background
  * (doubling the wait up to 30 s) until it lands or the connection is closed for good (then the
- * recovery of the next start resolves it). Never throws.
+ * recovery of the next start resolves it). With `unclaimed`, see VerifyStore.resolveHold. Never
+ * throws.
  */
 export async function settleHold(
   store: VerifyStore,
   log: Logger,
   hold: Hold,
   outcome: "commit" | "release",
+  unclaimed?: Pick<HoldArgs, "sealed" | "deadline">,
 ): Promise<void> {
   const attempt = async (delay: number): Promise<void> => {
     try {
-      await store.resolveHold(hold, outcome);
+      await store.resolveHold(hold, outcome, unclaimed);
     } catch (err) {
       if (store.closed()) {
         log.warn("hold left to recovery", { hold: hold.id, outcome });

@@ -4,11 +4,16 @@
 -- alone, so racing owners and recoveries cannot charge or refund twice.
 -- KEYS: 1 the customer's holds, 2 the hold, 3 account, 4 month spend, 5 auth, 6 events,
 --       7 hook, 8 webhook pending set, 9..n windows the send was recorded in
--- ARGV: 1 hold id, 2 commit | release
--- Returns 1 when this call resolved the hold, 0 when it was already resolved.
-local h = redis.call('HMGET', KEYS[2], 'price', 'member', 'kind')
+-- ARGV: 1 hold id, 2 commit | release, and optionally 3 the sealed message and 4 the deadline of
+--       the hold one caller recorded: then only that hold is resolved, and only while no recovery
+--       has claimed it (a claim moves the deadline), else nothing is done.
+-- Returns 1 when this call resolved the hold, 0 when it was already resolved (or left alone).
+local h = redis.call('HMGET', KEYS[2], 'price', 'member', 'kind', 'sealed')
 if not h[1] then
   redis.call('ZREM', KEYS[1], ARGV[1])
+  return 0
+end
+if ARGV[3] and (h[4] ~= ARGV[3] or tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1])) ~= tonumber(ARGV[4])) then
   return 0
 end
 if ARGV[2] == 'release' then

@@ -317,10 +317,19 @@ export class VerifyStore {
     return reserved.value;
   }
 
-  /** Resolves a hold; true when this call did, false when it was already resolved. */
-  async resolveHold(hold: Hold, outcome: "commit" | "release"): Promise<boolean> {
+  /**
+   * Resolves a hold; true when this call did, false when it was already resolved. With `unclaimed`
+   * (what one caller's HoldArgs recorded), only that caller's hold, while no recovery claimed it.
+   */
+  async resolveHold(
+    hold: Hold,
+    outcome: "commit" | "release",
+    unclaimed?: Pick<HoldArgs, "sealed" | "deadline">,
+  ): Promise<boolean> {
     const keys = [this.holdsKey(hold.customer), this.holdKey(hold.customer, hold.id), ...hold.release];
-    return Number(await resolveHold.run(this.redis, keys, [hold.id, outcome])) === 1;
+    const args = [hold.id, outcome];
+    if (unclaimed !== undefined) args.push(unclaimed.sealed, String(unclaimed.deadline));
+    return Number(await resolveHold.run(this.redis, keys, args)) === 1;
   }
 
   /** Ids of the customer's holds whose deadline has passed (at most `limit`). */
