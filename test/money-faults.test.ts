@@ -196,3 +196,128 @@ describe("V1 send billing under Redis faults and crashes", function () {
     expect(await holdsLeft()).to.equal(0);
   });
 });
+
+describe("V1 send billing across repeated Redis pauses and AOF restarts", function () {
+  this.timeout(180_000);
+  let redis: RedisServer | undefined;
+  let provider: Provider | undefined;
+  let registry: Registry | undefined;
+  let svc: ServiceProcess | undefined;
+
+  after(async () => {
+    await svc?.kill();
+    await registry?.redis.quit().catch(() => undefined);
+    await provider?.close();
+    await redis?.stop();
+  });
+
+  it("never charges more than the provider accepted plus the messages still held, and exactly that once they settle", async () => {
+    const server = (redis = await startRedis({ persistent: true }));
+    const sms = (provider = await Provider.start());
+    const config = testConfig({ REDIS_URL: server.url, SMS_PRICES: "default:0.05,FR:0.07" });
+    const data = (registry = await openRegistry(config, silentLogger));
+    const { account, apiKey } = await data.accounts.create({
+      name: "Pauses",
+      balanceMicros: START_BALANCE,
+      spendingLimitMicros: START_BALANCE,
+      features: [],
+      regions: [],
+      senderIds: [],
+    });
+    const customer = account.customerUuid;
+    const env = {
+      ...cliEnv(config),
+      LOG_LEVEL: "warn",
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: sms.url,
+      SMS_HTTP_TIMEOUT_MS: "2000",
+      SMS_PRICES: "default:0.05,FR:0.07",
+      SMS_HOLD_MARGIN_MS: "500",
+      SMS_HOLD_RECOVERY_INTERVAL_MS: "1000",
+      OTP_RETRY_INTERVAL_SECONDS: "1",
+      RATE_LIMIT_NUMBER: "off",
+      RATE_LIMIT_IP: "off",
+      RATE_LIMIT_DEVICE: "off",
+      RATE_LIMIT_ACCOUNT: "off",
+      SPAM_IP_NUMBERS: "off",
+      SPAM_DEVICE_NUMBERS: "off",
+      SPAM_RANGE_BURST: "off",
+    };
+    const { baseUrl } = (svc = await startServiceProcess(env));
+    const price = config.SMS_PRICES.FR ?? Number.NaN;
+    const holdsKey = data.verify.holdsKey(customer);
+    const accountKey = data.keys.key("acct", customer);
+
+    let running = true;
+    let n = 0;
+    let answered = 0;
+    const post = (path: string, body: unknown) =>
+      rest(baseUrl).call("POST", path, {
+        body,
+        headers: { "x-api-key": apiKey },
+        signal: AbortSignal.timeout(20_000),
+      });
+    const loop = async () => {
+      while (running) {
+        const phone = `+3362${String((n += 1) % 10_000_000).padStart(7, "0")}`;
+        const r = await post("/v1/authentication", { customer_uuid: customer, phone_number: phone });
+        if (r.status === 200) answered++;
+        const auth = r.body.authentication_uuid;
+        if (r.status === 200 && typeof auth === "string" && n % 3 === 0) {
+          await sleep(1_050);
+          await post("/v1/retry", { customer_uuid: customer, authentication_uuid: auth });
+        }
+      }
+    };
+    const loops = Promise.all(Array.from({ length: 6 }, loop));
+
+    // The bound, read whenever Redis answers: the charges are the messages the provider accepted
+    // plus the held ones (charged, answer not recorded yet), never more. The balance and the
+    // holds are read together, and what the provider accepted after, which can only have grown.
+    const ahead: string[] = [];
+    let samples = 0;
+    const sample = async () => {
+      while (running) {
+        try {
+          const [[, balance], [, held]] = (await data.redis
+            .multi()
+            .hget(accountKey, "balance_micros")
+            .zcard(holdsKey)
+            .exec()) as [[null, string], [null, number]];
+          const charged = (START_BALANCE - Number(balance)) / price;
+          samples++;
+          if (charged > sms.accepted.size + held) {
+            ahead.push(
+              `${String(charged)} charged, ${String(sms.accepted.size)} accepted, ${String(held)} held`,
+            );
+          }
+        } catch {
+          // Redis paused or restarting: nothing to read.
+        }
+        await sleep(100);
+      }
+    };
+    const sampling = sample();
+
+    for (let cycle = 0; cycle < 3; cycle++) {
+      await sleep(1_500);
+      server.pause();
+      await sleep(4_000);
+      server.resume();
+      await sleep(1_500);
+      await server.restart();
+    }
+    await sleep(1_500);
+    running = false;
+    await Promise.all([loops, sampling]);
+
+    // Every hold settles: by its owner once Redis answers, else by the recovery past its deadline.
+    await waitFor(async () => (await data.redis.zcard(holdsKey)) === 0, 30_000);
+    expect(ahead).to.deep.equal([]);
+    expect(samples).to.be.greaterThan(20);
+    expect(answered).to.be.greaterThan(10);
+    expect(sms.refusals).to.be.greaterThan(0);
+    const balance = (await data.accounts.get(customer))?.balanceMicros;
+    expect(balance).to.equal(START_BALANCE - sms.accepted.size * price);
+  });
+});
