@@ -1,9 +1,8 @@
 import { expect } from "chai";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { Redis } from "ioredis";
 import { HealthClient } from "./support/health.js";
-import { freePort, startRedis, waitFor, type RedisServer } from "./support/redis.js";
+import { freePort, startRedis, startRedisRelay, waitFor, type RedisServer } from "./support/redis.js";
 import { insecure, startTestApp, TEST_SECRETS_KEY, type TestApp } from "./support/app.js";
 import { rest } from "./support/rest.js";
 
@@ -82,12 +81,13 @@ describe("service lifecycle", () => {
     it("drains an in-flight call on SIGTERM, then exits 0", async function () {
       this.timeout(30_000);
       const redis = await startRedis();
+      const relay = await startRedisRelay(redis.url);
       const [grpcPort, httpPort] = [await freePort(), await freePort()];
       const cli = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
       const env = {
         PATH: process.env.PATH ?? "",
         NODE_ENV: "test",
-        REDIS_URL: redis.url,
+        REDIS_URL: relay.url,
         SECRETS_KEY: TEST_SECRETS_KEY,
         GRPC_PORT: String(grpcPort),
         HTTP_PORT: String(httpPort),
@@ -103,26 +103,28 @@ describe("service lifecycle", () => {
       try {
         const base = `http://127.0.0.1:${httpPort}`;
         await waitFor(async () => (await fetch(`${base}/readyz`)).status === 200, 20_000);
-        const admin = new Redis(redis.url);
-        // The lookup authenticates against Redis, which DEBUG SLEEP holds for a second: the call is in flight.
-        const sleeping = admin.call("DEBUG", "SLEEP", "1");
-        await new Promise((r) => setTimeout(r, 100));
+        // The lookup authenticates against Redis, which the relay holds: once the account's read
+        // waits there, the call is in flight, and stays so until the process took the signal.
+        const customerUuid = "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10";
+        relay.hold();
         const inFlight = rest(base).get(`/v1/lookup/${FR_MOBILE}`, {
-          "customer-uuid": "6f1c1f3e-4f0b-4d8e-9a57-2f1f0c5a9b10",
+          "customer-uuid": customerUuid,
           "x-api-key": "k",
         });
-        await new Promise((r) => setTimeout(r, 200));
+        await relay.heldSeen(customerUuid);
         child.kill("SIGTERM");
+        await waitFor(() => Promise.resolve(log.includes("SIGTERM received")));
+        relay.release();
         const res = await inFlight;
         expect(res.status, "the call in flight is answered, not cut").to.equal(400);
         expect(res.body.code).to.equal("account_invalid");
+        expect(res.headers.get("connection"), "answered while draining").to.equal("close");
         expect(await exited).to.equal(0);
-        expect(log).to.include("SIGTERM received");
         expect(log).to.include("ringfence stopped");
-        await sleeping;
-        admin.disconnect();
       } finally {
+        relay.release();
         child.kill("SIGKILL");
+        await relay.close();
         await redis.stop();
       }
     });

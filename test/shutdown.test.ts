@@ -2,8 +2,7 @@ import { expect } from "chai";
 import { request, Agent } from "node:http";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_service.js";
-import { startRedis, waitFor, type RedisServer } from "./support/redis.js";
-import { Redis } from "ioredis";
+import { startRedis, startRedisRelay, waitFor, type RedisServer } from "./support/redis.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, TEST_SECRETS_KEY, unary } from "./support/app.js";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process.js";
 import { sendRequest } from "./support/v1.js";
@@ -201,28 +200,28 @@ describe("graceful shutdown of ringfence serve", function () {
   });
 
   it("refuses a message not yet handed to the provider when the grace left is shorter than its timeout", async () => {
+    const relay = await startRedisRelay(redis.url);
     const app = await startTestApp({
-      REDIS_URL: redis.url,
+      REDIS_URL: relay.url,
       SMS_PROVIDER: "http",
       SMS_HTTP_URL: provider.url,
       SMS_HTTP_TIMEOUT_MS: "5000",
       SHUTDOWN_GRACE_MS: "4000",
     });
-    const made = JSON.parse((await runCli(["apps", "create", "--name", "G"], cliEnv(app.config))).stdout) as {
-      app_id: string;
-    };
-    const admin = new Redis(redis.url);
     try {
-      // Redis holds the login for a second; meanwhile shutdown begins with 4 s of grace, less
-      // than the provider's 5 s timeout: the login must not reach the provider.
-      const sleeping = admin.call("DEBUG", "SLEEP", "1");
-      await new Promise((r) => setTimeout(r, 100));
+      const made = JSON.parse(
+        (await runCli(["apps", "create", "--name", "G"], cliEnv(app.config))).stdout,
+      ) as { app_id: string };
+      // The relay holds the login's first read of its app; meanwhile shutdown begins with 4 s of
+      // grace, less than the provider's 5 s timeout: the login must not reach the provider.
+      relay.hold();
       const login = rest(app.baseUrl).post("/v1/session/login/otp", {
         app_id: made.app_id,
         identifier: { type: "phone_number", value: "+33612345670" },
       });
-      await new Promise((r) => setTimeout(r, 200));
+      await relay.heldSeen(made.app_id);
       const stopped = app.stop();
+      relay.release();
       const res = await login;
       expect(res.status).to.equal(503);
       expect(res.headers.get("retry-after")).to.match(/^\d+$/);
@@ -232,10 +231,10 @@ describe("graceful shutdown of ringfence serve", function () {
       expect(body.message).to.include("shutting down");
       expect(provider.references).to.deep.equal([]);
       expect(await stopped).to.equal(true);
-      await sleeping;
     } finally {
-      admin.disconnect();
+      relay.release();
       await app.stop();
+      await relay.close();
     }
   });
 });

@@ -332,6 +332,97 @@ export function monitorArgs(text: string): string[] {
 }
 
 /**
+ * A relay in front of a Redis that can hold what its clients send: a test points an app at `url`,
+ * holds, makes a call and waits until the call's command is held (`heldSeen`), so the call is
+ * known to be in flight, waiting on Redis, for as long as the test needs. Connections stay open
+ * while held; Redis's answers pass at all times.
+ */
+export interface RedisRelay {
+  url: string;
+  /** From now on, bytes sent by clients wait at the relay, in order, until `release`. */
+  hold(): void;
+  /** Resolves once the bytes held (from one client) contain `text`, e.g. a key of the call's. */
+  heldSeen(text: string): Promise<void>;
+  /** Sends on everything held and lets traffic through again. */
+  release(): void;
+  close(): Promise<void>;
+}
+
+export async function startRedisRelay(redisUrl: string): Promise<RedisRelay> {
+  const { hostname, port } = new URL(redisUrl);
+  let holding = false;
+  const held = new Map<Socket, { upstream: Socket; chunks: Buffer[] }>();
+  const watchers = new Set<{ text: string; resolve: () => void }>();
+  const sockets = new Set<Socket>();
+  const check = () => {
+    for (const w of watchers) {
+      for (const { chunks } of held.values()) {
+        if (Buffer.concat(chunks).includes(w.text)) {
+          watchers.delete(w);
+          w.resolve();
+          break;
+        }
+      }
+    }
+  };
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: hostname, port: Number(port) });
+    sockets.add(client).add(upstream);
+    const pending = { upstream, chunks: [] as Buffer[] };
+    held.set(client, pending);
+    client.on("data", (chunk: Buffer) => {
+      if (holding || pending.chunks.length > 0) {
+        pending.chunks.push(chunk);
+        check();
+      } else {
+        upstream.write(chunk);
+      }
+    });
+    upstream.on("data", (chunk: Buffer) => client.write(chunk));
+    const end = () => {
+      held.delete(client);
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on("close", end).on("error", end);
+    upstream.on("close", end).on("error", end);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
+  });
+  const address = server.address();
+  if (address === null || typeof address !== "object") throw new Error("the relay has no port");
+  return {
+    url: `redis://127.0.0.1:${address.port}`,
+    hold: () => {
+      holding = true;
+    },
+    heldSeen: (text) =>
+      new Promise<void>((resolve) => {
+        watchers.add({ text, resolve });
+        check();
+      }),
+    release: () => {
+      holding = false;
+      for (const pending of held.values()) {
+        for (const chunk of pending.chunks.splice(0)) pending.upstream.write(chunk);
+      }
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) =>
+        server.close(() => {
+          resolve();
+        }),
+      );
+    },
+  };
+}
+
+/**
  * The keys under `prefix`, to show that a refused call wrote none. Not DBSIZE: keys of other
  * tests expire while a test runs.
  */
