@@ -1,8 +1,5 @@
 import { expect } from "chai";
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { Keys } from "../src/redis/client.js";
 import { Secrets } from "../src/crypto/secrets.js";
@@ -13,67 +10,9 @@ import { startTestApp, type TestApp } from "./support/app.js";
 import { rest, type RestAnswer } from "./support/rest.js";
 import { testRedisUrl } from "./support/hooks.js";
 import { commandsDuring } from "./support/redis.js";
+import { startElsewhere, type Elsewhere } from "./support/elsewhere.js";
 
 const FR_MOBILE = "+33612345678";
-
-interface Elsewhere {
-  /** Sets the status through the store there; resolves once it is written and announced. */
-  setStatus(customerUuid: string, status: "active" | "suspended"): Promise<void>;
-  close(): void;
-}
-
-/**
- * A process of its own that changes accounts through RedisAccountStore, as the CLI does. Not a
- * store in this process: its announcements are also heard in-process, at once, and would not
- * show that the app's subscriber hears them. It takes `<uuid> <status>` lines on its stdin and
- * answers each with a line once the change is made; started once, so no change waits on a start.
- */
-async function elsewhereProcess(app: TestApp): Promise<Elsewhere> {
-  const script = `
-    import { createInterface } from "node:readline";
-    import { Redis } from "ioredis";
-    import { Keys } from "./src/redis/client.ts";
-    import { Secrets } from "./src/crypto/secrets.ts";
-    import { RedisAccountStore } from "./src/accounts/store.ts";
-    const env = process.env;
-    const redis = new Redis(env.REDIS_URL);
-    const store = new RedisAccountStore(
-      redis, new Keys(env.REDIS_KEY_PREFIX), new Secrets(Buffer.from(env.SECRETS_KEY, "base64")));
-    await redis.ping();
-    console.log("ready");
-    for await (const line of createInterface({ input: process.stdin })) {
-      const [uuid, status] = line.split(" ");
-      console.log(String(await store.setStatus(uuid, status)));
-    }
-    redis.disconnect();
-  `;
-  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
-    cwd: fileURLToPath(new URL("..", import.meta.url)),
-    env: {
-      PATH: process.env.PATH ?? "",
-      REDIS_URL: app.config.REDIS_URL,
-      REDIS_KEY_PREFIX: app.config.REDIS_KEY_PREFIX,
-      SECRETS_KEY: app.config.SECRETS_KEY.toString("base64"),
-    },
-    stdio: ["pipe", "pipe", "inherit"],
-  });
-  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-  const nextLine = async () => {
-    const line = await lines.next();
-    if (line.done === true) throw new Error("the other process ended");
-    return line.value;
-  };
-  expect(await nextLine()).to.equal("ready");
-  return {
-    async setStatus(customerUuid, status) {
-      child.stdin.write(`${customerUuid} ${status}\n`);
-      expect(await nextLine(), "the account exists there").to.equal("true");
-    },
-    close() {
-      child.stdin.end();
-    },
-  };
-}
 
 /**
  * V1 calls authenticate against accounts kept in the process, so their one Redis round trip is
@@ -94,7 +33,7 @@ describe("accounts kept in the process", () => {
   describe("in the service", () => {
     let app: TestApp;
     let customer: { uuid: string; key: string };
-    /** The CLI's view: another process, with a store of its own (see elsewhereProcess). */
+    /** The CLI's view: another process, with a store of its own. */
     let elsewhere: Elsewhere;
 
     before(async () => {
@@ -107,7 +46,7 @@ describe("accounts kept in the process", () => {
         regions: [],
       });
       customer = { uuid: account.customerUuid, key: apiKey };
-      elsewhere = await elsewhereProcess(app);
+      elsewhere = await startElsewhere(app.config);
     });
     after(async () => {
       elsewhere.close();
@@ -145,6 +84,7 @@ describe("accounts kept in the process", () => {
         if (seen.some((args) => args[0]?.toLowerCase() === "hgetall" && args.includes(accountKey))) {
           return startedAt;
         }
+        await new Promise((resolve) => setTimeout(resolve, 50)); // polling, as waitFor does
       }
     };
 
