@@ -135,7 +135,9 @@ describe("graceful shutdown of ringfence serve", function () {
       }
     };
     const loops = Array.from({ length: 6 }, loop);
-    await new Promise((r) => setTimeout(r, 1_000));
+    // Under way: a send answered, and a message at the provider whose send has no answer yet.
+    const answeredSends = () => outcomes.filter((o) => o.status === 200).length;
+    await waitFor(() => Promise.resolve(answeredSends() > 0 && provider.references.length > answeredSends()));
     const signalMs = Date.now();
     s.signal("SIGTERM");
     await Promise.all(loops);
