@@ -540,6 +540,9 @@ export async function startApp(config: Config, log: Logger, options: StartOption
       const startedMs = Date.now();
       const deadlineMs = startedMs + config.SHUTDOWN_GRACE_MS;
       const drainEndsMs = deadlineMs - Math.min(1_000, Math.floor(config.SHUTDOWN_GRACE_MS / 4));
+      // Webhook deliveries in flight may finish until shortly before the deadline; what follows
+      // them (closing providers and Redis) takes a few round trips.
+      const outboxEndsMs = deadlineMs - Math.min(250, Math.floor(config.SHUTDOWN_GRACE_MS / 8));
       stopping = true;
       gate.begin(drainEndsMs);
       watchdog.stop();
@@ -575,10 +578,16 @@ export async function startApp(config: Config, log: Logger, options: StartOption
       const closing = (async () => {
         // Settlements of held charges that Redis did not take yet are retried until now.
         await holds.close().catch(() => undefined);
-        // Redis not answering: a graceful close of the queue's blocking connection never ends.
-        await delivery.outbox.close(!watchdog.up || redis.status !== "ready").catch((err: unknown) => {
-          log.warn("webhook outbox did not close cleanly", { error: String(err) });
-        });
+        // Redis not answering: nothing in flight can finish, so the outbox drops its connections.
+        const outboxClosed = await delivery.outbox
+          .close(!watchdog.up || redis.status !== "ready", outboxEndsMs)
+          .catch((err: unknown) => {
+            log.warn("webhook outbox did not close cleanly", { error: String(err) });
+          });
+        if (outboxClosed === false) {
+          log.warn("webhook deliveries cut at the shutdown deadline; they are retried after the next start");
+          clean = false;
+        }
         await Promise.all([
           delivery.sms.close().catch(() => undefined),
           delivery.email.close().catch(() => undefined),

@@ -70,6 +70,8 @@ const ATTEMPTS = 1_000_000;
 /** When another worker delivers the stream, look again this soon. */
 const LOCK_BUSY_RETRY_MS = 200;
 const JITTER = 0.2;
+/** How long after a job's processing ends its outcome's write is waited for, at most, by close. */
+const OUTCOME_WAIT_MS = 1_000;
 
 const jobData = z.object({
   list: z.string().refine((list) => {
@@ -109,6 +111,8 @@ export class WebhookOutbox {
   private workerConnection: Redis | Cluster | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping: Promise<unknown> = Promise.resolve();
+  /** The jobs this worker holds, by BullMQ token, each settled once BullMQ wrote its outcome. */
+  private readonly inHand = new Map<string, Held>();
   private closing = false;
   private closed = false;
 
@@ -162,7 +166,7 @@ export class WebhookOutbox {
     });
     const worker = new Worker<DeliveryJob, string, typeof JOB_NAME>(
       WEBHOOK_QUEUE_NAME,
-      (job, token) => this.process(job, token),
+      (job, token) => this.hold(job, token),
       {
         connection: this.workerConnection,
         prefix: this.options.queuePrefix,
@@ -175,7 +179,11 @@ export class WebhookOutbox {
       if (isRedisUnavailable(err)) report.error(err);
       else this.log.warn("webhook worker error", { error: err.message });
     });
+    worker.on("completed", (job) => {
+      this.release(job.token);
+    });
     worker.on("failed", (job, err) => {
+      this.release(job?.token);
       // Called for every failed attempt; finishedOn is only set once BullMQ gives the job up.
       if (job?.finishedOn !== undefined) {
         this.log.error("webhook job failed for good", { list: job.data.list, error: err.message });
@@ -204,25 +212,45 @@ export class WebhookOutbox {
   }
 
   /**
-   * Stops taking jobs, lets a delivery in flight finish its POST, and closes what it opened.
-   * `force` (Redis not answering): a graceful close would wait for ever on the worker's blocking
-   * connection, which retries without end; drop the connections instead. A delivery cut this way
-   * stays in Redis and is delivered after the next start.
+   * Stops taking jobs, lets the deliveries in flight finish their POST (each then puts its job
+   * back, or BullMQ records it delivered or to be retried), and closes what it opened, all by
+   * `deadlineMs`. Resolves false when something was still running then and had to be cut.
+   *
+   * BullMQ's graceful close is not used: it waits for its blocking connection to end, and a
+   * connection caught between two reconnection attempts (Redis just back from an outage) never
+   * does, so the stop would hang. Once no job is in hand, that connection carries nothing to wait
+   * for, and the worker is closed by force. `force` (Redis not answering): nothing can finish;
+   * drop the connections at once. Either way, whatever was not delivered stays in Redis (the
+   * stream, its cursor and its job) and is delivered after the next start.
    */
-  async close(force = false): Promise<void> {
+  async close(force = false, deadlineMs = Number.POSITIVE_INFINITY): Promise<boolean> {
     this.closing = true;
     clearTimeout(this.sweepTimer);
-    if (!force) await this.sweeping;
     const worker = this.worker;
     this.worker = undefined;
-    await worker?.close(force);
+    let clean = true;
+    if (!force) {
+      // Takes no new job, without waiting for anything (unlike BullMQ's own graceful stops).
+      await worker?.pause(true);
+      clean = await settlesBy(Promise.all([this.sweeping, this.jobsDone()]), deadlineMs);
+    }
+    await worker?.close(true);
     this.closed = true;
     const queue = this.queue;
     this.queue = undefined;
-    await (force ? queue?.disconnect() : queue?.close());
-    await Promise.all([quit(this.workerConnection, force), quit(this.queueConnection, force)]);
+    const connections = [this.workerConnection, this.queueConnection];
     this.workerConnection = undefined;
     this.queueConnection = undefined;
+    const closed = Promise.all([
+      force ? queue?.disconnect() : queue?.close(),
+      ...connections.map((c) => quit(c, force)),
+    ]);
+    if (!(await settlesBy(closed, deadlineMs))) {
+      clean = false;
+      await queue?.disconnect();
+      for (const c of connections) c?.disconnect();
+    }
+    return clean;
   }
 
   /** Streams waiting for delivery: queued, retrying (delayed) or being delivered. */
@@ -260,7 +288,46 @@ export class WebhookOutbox {
     return queue;
   }
 
+  /** Runs a job, counted in hand until BullMQ has written its outcome (see close). */
+  private async hold(job: Job<DeliveryJob, string, typeof JOB_NAME>, token?: string): Promise<string> {
+    const key = token ?? "";
+    let settle!: () => void;
+    const settled = new Promise<void>((resolve) => {
+      settle = resolve;
+    });
+    const held: Held = { settled, settle };
+    this.inHand.set(key, held);
+    try {
+      return await this.process(job, token);
+    } catch (err) {
+      // Put back with moveToDelayed already: BullMQ writes nothing more for it.
+      if (err instanceof DelayedError) this.release(key, held);
+      throw err;
+    } finally {
+      // BullMQ writes the outcome in one round trip and then says so ("completed", "failed");
+      // should that write fail (its "error" event says why), the job is not waited for longer.
+      setTimeout(() => {
+        this.release(key, held);
+      }, OUTCOME_WAIT_MS).unref();
+    }
+  }
+
+  /** Settles the job held under `token` (only if it is still `held`, when given). */
+  private release(token: string | undefined, held?: Held): void {
+    const current = this.inHand.get(token ?? "");
+    if (current === undefined || (held !== undefined && current !== held)) return;
+    this.inHand.delete(token ?? "");
+    current.settle();
+  }
+
+  /** Settles once no job is in hand (a job taken meanwhile, while closing, is put back at once). */
+  private async jobsDone(): Promise<void> {
+    while (this.inHand.size > 0) await Promise.all([...this.inHand.values()].map((h) => h.settled));
+  }
+
   private async process(job: Job<DeliveryJob, string, typeof JOB_NAME>, token?: string): Promise<string> {
+    // Closing: leave the job to the next worker.
+    if (this.closing) return this.later(job, token, 10);
     const parsed = jobData.safeParse(job.data);
     if (!parsed.success) throw new UnrecoverableError("not a webhook delivery job");
     const { list } = parsed.data;
@@ -463,6 +530,12 @@ export class WebhookOutbox {
   }
 }
 
+/** A job in hand: settled once BullMQ has written its outcome. */
+interface Held {
+  settled: Promise<void>;
+  settle: () => void;
+}
+
 interface Target {
   url: URL;
   secret: string;
@@ -473,12 +546,37 @@ function jobIdFor(list: string, length: number): string {
   return `${encodeURIComponent(list)}@${length}`;
 }
 
-/** Reads (a bounded part of) the answer, so that the connection can serve the next POST. */
+/** Whether `p` settles (either way) by `deadlineMs`. */
+async function settlesBy(p: Promise<unknown>, deadlineMs: number): Promise<boolean> {
+  if (deadlineMs === Number.POSITIVE_INFINITY) {
+    await p.catch(() => undefined);
+    return true;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(
+      () => {
+        resolve(false);
+      },
+      Math.max(0, deadlineMs - Date.now()),
+    );
+  });
+  const settled = await Promise.race([
+    p.then(
+      () => true as const,
+      () => true as const,
+    ),
+    late,
+  ]);
+  clearTimeout(timer);
+  return settled;
+}
 
 async function quit(connection: RedisClient | undefined, force = false): Promise<void> {
   if (connection === undefined) return;
-  // BullMQ works on duplicates of the worker's connection, which may never have connected itself.
-  if (connection.status === "wait" || force) {
+  // BullMQ works on duplicates of the worker's connection, which may never have connected itself;
+  // one that is not connected now (say still reconnecting) has nothing left to send.
+  if (connection.status !== "ready" || force) {
     connection.disconnect();
     return;
   }

@@ -231,6 +231,42 @@ describe("webhook outbox", () => {
     expect(rx.requests.map((r) => r.id)).to.deep.equal(ids);
   });
 
+  it("closes after the POST in flight while its blocking connection waits between two reconnection attempts", async () => {
+    // Redis just back from an outage: the worker's blocking connection (BullMQ duplicates it from
+    // this one, retry strategy included) lost its socket and waits for its next attempt.
+    const connection = () =>
+      new Redis(server.url, { maxRetriesPerRequest: null, lazyConnect: true, retryStrategy: () => 60_000 });
+    const rx = await h.receiver(() => sleep(300).then(() => 200));
+    const first = h.outbox({ connection });
+    await first.start();
+    const list = h.stream();
+    const ids = await h.append(list, rx.url, 3);
+    const blocking = async () =>
+      String(await plain.call("CLIENT", "LIST"))
+        .split("\n")
+        .filter((line) => line.includes("cmd=bzpopmin"))
+        .map((line) => /\bid=(\d+)/.exec(line)?.[1] ?? "");
+    await eventually("the worker blocks for jobs", async () => (await blocking()).length === 1);
+    await first.kick(list);
+    await eventually("the first in flight", () => rx.requests.length === 1);
+    const [id = ""] = await blocking();
+    expect(await plain.call("CLIENT", "KILL", "ID", id)).to.equal(1);
+    const closing = Date.now();
+    // Before: BullMQ's graceful close waited for that connection to end, which never came.
+    const closed = await Promise.race([
+      first.close(false, Date.now() + 3_000),
+      sleep(5_000).then(() => "hung"),
+    ]);
+    expect(closed, "closed in time, nothing cut").to.equal(true);
+    expect(Date.now() - closing).to.be.below(2_000);
+    expect(rx.requests.map((r) => r.status)).to.deep.equal([200]);
+    expect(await deliveredCount(list)).to.equal(1);
+
+    await h.outbox().start();
+    await settled(list, 3);
+    expect(rx.requests.map((r) => r.id)).to.deep.equal(ids);
+  });
+
   it("gives up on an event giveUpAfterMs after its created_at, logs it, and goes on with the stream", async () => {
     const rx = await h.receiver((req) => (req.id === doomed ? 500 : 200));
     const outbox = h.outbox({ backoff: { baseMs: 50, maxDelayMs: 100, giveUpAfterMs: 600 } });
