@@ -233,6 +233,378 @@ const schema = z
   })
   .strip();
 
+/** The name of every setting the schema reads. */
+export type SettingName = keyof typeof schema.shape;
+
+/** Every setting the schema reads, in its order. */
+export function settingNames(): SettingName[] {
+  return Object.keys(schema.shape) as SettingName[];
+}
+
+/**
+ * The sections of docs/settings.md, in order; their titles are the headings other documents link
+ * to (`docs/settings.md#session-abuse-limits`), so keep them. `intro` and `outro` are Markdown.
+ */
+export const SETTING_SECTIONS = {
+  service: { title: "Service and network" },
+  gateway: {
+    title: "Built-in gateway",
+    intro:
+      "Timeouts for slow clients of the built-in REST gateway (`HTTP_PORT`), enforced within 250 ms of " +
+      "their setting; see [gateway.md](gateway.md#slow-clients-and-refused-bodies). Behind Envoy its own " +
+      "timeouts apply.",
+  },
+  redis: { title: "Redis" },
+  secrets: { title: "Secrets and production mode" },
+  tokens: { title: "Tokens and sessions" },
+  v1: { title: "V1" },
+  delivery: {
+    title: "Message delivery",
+    outro:
+      "Provider URLs are set by the operator and are not subject to the outbound-address rules " +
+      "([verify.md](verify.md#outbound-addresses)).",
+  },
+  otp: { title: "One-time codes", intro: "Used by V1 and V2 verification and by login and step-up codes." },
+  retention: {
+    title: "Retention",
+    intro:
+      "How long Redis keeps what a send leaves behind; what each costs is in [capacity.md](capacity.md).",
+  },
+  sends: {
+    title: "Send windows and spam",
+    intro:
+      "V1 and V2 sends and retries (and, where noted in [session-api.md](session-api.md#abuse-limits), " +
+      "login and step-up SMS).",
+  },
+  session: {
+    title: "Session abuse limits",
+    intro:
+      "What each limit counts, and what a full window answers: " +
+      "[session-api.md](session-api.md#abuse-limits).",
+  },
+  webhooks: { title: "Webhooks", intro: "Delivery is at least once, retried with exponential backoff." },
+  holds: {
+    title: "SMS holds",
+    intro:
+      "A charged V1 message is held until its provider's answer is recorded " +
+      "([verify.md](verify.md#charges-through-faults)).",
+  },
+  workers: {
+    title: "Workers",
+    intro:
+      "What runs in which process, SMPP binds, crashes, shutdown and the log fields of each process: " +
+      "[operations.md](operations.md#workers).",
+  },
+} as const satisfies Record<string, { title: string; intro?: string; outro?: string }>;
+
+export interface SettingDoc {
+  section: keyof typeof SETTING_SECTIONS;
+  /** What it does, in Markdown. */
+  text: string;
+  /** The default as an operator reads it, when it is not the schema's own default written back. */
+  default?: string;
+  /** The values allowed, when the schema cannot say it in words (numbers and choices it can). */
+  rule?: string;
+}
+
+const WINDOW_RULE = "a window, `count/seconds` or `off`";
+const MS = (what: string) => `Time ${what} has to answer, in milliseconds`;
+
+/**
+ * What every setting does, for docs/settings.md (`npm run generate`, src/config-docs.ts). The type
+ * makes a setting without a description a compile error.
+ */
+export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
+  NODE_ENV: {
+    section: "service",
+    text: "`production` refuses the development defaults (see the rules above); the image sets it.",
+  },
+  GRPC_PORT: { section: "service", text: "gRPC port." },
+  HTTP_PORT: {
+    section: "service",
+    text: "Built-in REST gateway; `0` turns it off (Envoy in front instead).",
+  },
+  ADMIN_PORT: {
+    section: "service",
+    text:
+      "Operators' listener: `GET /metrics` (Prometheus), `/healthz`, `/readyz` " +
+      "([operations.md](operations.md#health)); `0` turns it off. Never routed by Envoy; with " +
+      "`WORKERS` > 1 the primary serves it for the whole instance.",
+  },
+  HOST: { section: "service", text: "Bind address of every listener (containers use `0.0.0.0`)." },
+  ISSUER_URL: {
+    section: "service",
+    default: "`http://127.0.0.1:8080` outside production",
+    rule: "an http or https URL",
+    text:
+      "The public address clients reach: token issuer (`iss`) and base of the RFC 8414 metadata and " +
+      "`jwks_uri`. Required when `NODE_ENV=production`: unset, the start stops with one line naming it.",
+  },
+  DOCS_URL: {
+    section: "service",
+    rule: "an http or https URL",
+    text: "Base of V1 errors' `doc_url` (`/errors#code`); the successor `Link` names the V2 paths themselves.",
+  },
+  MAX_BODY_BYTES: {
+    section: "service",
+    text:
+      "Largest REST request body (413 above it, or 400 under V1) and largest gRPC request message " +
+      "(`RESOURCE_EXHAUSTED` above it).",
+  },
+  SHUTDOWN_GRACE_MS: {
+    section: "service",
+    text:
+      "Everything from SIGTERM/SIGINT to the exit: calls in flight get the grace less up to 1 s kept for " +
+      "closing the outbox, providers and Redis; the exit code is 1 when something had to be cut " +
+      "([operations.md](operations.md#shutdown)).",
+  },
+  LOG_LEVEL: {
+    section: "service",
+    text: "JSON lines on stderr ([operations.md](operations.md#logs)); `warn` leaves out the line per call.",
+  },
+  TRUSTED_PROXY_CIDRS: {
+    section: "service",
+    default: "empty: no peer names its client",
+    rule: "a comma list of CIDRs such as `10.0.0.0/8,::1/128`",
+    text:
+      "gRPC peers whose last `x-forwarded-for` entry names the client: your proxy's own addresses " +
+      "(compose: Envoy's fixed `172.30.0.10/32`). From any other peer `x-forwarded-for` is ignored and " +
+      "the peer is the client; never list a range other clients can connect from, or they name their " +
+      "own address to the per-address limits.",
+  },
+  OUTBOUND_ALLOWED_CIDRS: {
+    section: "service",
+    default: "empty",
+    rule: "a comma list of CIDRs",
+    text:
+      "Private or reserved ranges that caller-supplied URLs may reach anyway (local set-ups and tests: " +
+      "`127.0.0.0/8`; see [verify.md](verify.md#outbound-addresses)).",
+  },
+  HTTP_HEADERS_TIMEOUT_MS: {
+    section: "gateway",
+    text:
+      "Time a client has, from its first byte (or its connection), to send a request's headers; then 408 " +
+      "and the connection is cut.",
+  },
+  HTTP_REQUEST_TIMEOUT_MS: {
+    section: "gateway",
+    text:
+      "Time a client has to send a whole request, body included; then 408 and the connection is cut. At " +
+      "least `HTTP_HEADERS_TIMEOUT_MS`.",
+  },
+  REDIS_URL: { section: "redis", rule: "a `redis:` or `rediss:` URL", text: "One Redis server." },
+  REDIS_CLUSTER_NODES: {
+    section: "redis",
+    rule: "`host:port,host:port,…`",
+    text: "Use Redis Cluster, reached through these nodes, instead of `REDIS_URL`.",
+  },
+  REDIS_KEY_PREFIX: {
+    section: "redis",
+    rule: "only `a-z`, `0-9`, `:`, `_`, `-`",
+    text: "Prefix of every key.",
+  },
+  SECRETS_KEY: {
+    section: "secrets",
+    default: "a fixed development key, with a warning",
+    rule: "32 bytes in base64 (`openssl rand -base64 32`)",
+    text:
+      "Keys the hashes of API keys, management keys, client secrets and codes, and encrypts webhook " +
+      "secrets, signing keys and held messages. Required when `NODE_ENV=production`. The first process " +
+      "to use a Redis stores a check value of its key beside the data (`<REDIS_KEY_PREFIX>secrets:{check}`, " +
+      "an HMAC of a fixed label, never the key); the service and the CLI then refuse to run with another " +
+      "key, with one line naming `SECRETS_KEY` (the CLI exits 2).",
+  },
+  ACCESS_TOKEN_TTL_SECONDS: { section: "tokens", text: "Lifetime of server (client-credentials) tokens." },
+  SESSION_TOKEN_TTL_SECONDS: { section: "tokens", text: "Lifetime of user access tokens." },
+  REFRESH_TOKEN_TTL_SECONDS: {
+    section: "tokens",
+    text: "Lifetime of refresh tokens (the default is 30 days, the most 365 days).",
+  },
+  CHANGE_PASSWORD_GRANT_SECONDS: {
+    section: "tokens",
+    text: "How long `svc:pwd:write` lasts after a login with `grant_change_password`.",
+  },
+  STEP_UP_TOKEN_TTL_SECONDS: { section: "tokens", text: "Lifetime of a step-up token." },
+  V1_AFTER_SUNSET: {
+    section: "v1",
+    text: "`serve` keeps V1; `gone` answers every V1 call 410 `gone`.",
+  },
+  SMS_PROVIDER: {
+    section: "delivery",
+    default: "`log` (warns; refused in production)",
+    text:
+      "`log` prints the message (code included) in the service's log; `http` POSTs to `SMS_HTTP_URL`; " +
+      "`smpp` submits through `SMPP_URL`.",
+  },
+  SMS_HTTP_URL: {
+    section: "delivery",
+    rule: "an http or https URL",
+    text:
+      "Required with `SMS_PROVIDER=http`; receives `{to, from, body, locale, reference}`, and any 2xx " +
+      "means accepted. A repeated `reference` is the same message ([verify.md](verify.md#charges-through-faults)).",
+  },
+  SMS_HTTP_TIMEOUT_MS: { section: "delivery", text: `${MS("the HTTP SMS provider")}.` },
+  SMPP_URL: {
+    section: "delivery",
+    rule: "`smpp://system_id:password@host:port`",
+    text:
+      "Required with `SMS_PROVIDER=smpp`; delivery receipts become `delivery_status` events. Each worker " +
+      "holds its own bind ([operations.md](operations.md#workers)).",
+  },
+  SMPP_ENQUIRE_LINK_MS: { section: "delivery", text: "SMPP keep-alive interval." },
+  SMPP_SUBMIT_TIMEOUT_MS: { section: "delivery", text: "Time a `submit_sm` has to be answered." },
+  SMS_FROM: {
+    section: "delivery",
+    rule: "up to 11 letters, digits or spaces, or a number",
+    text: "Default sender.",
+  },
+  SMS_PRICES: {
+    section: "delivery",
+    default: "`default:0.05`",
+    rule: "a comma list of `COUNTRY:price` (or `default:price`), up to 6 decimals",
+    text: "Price of one SMS by destination country, e.g. `default:0.05,FR:0.07`.",
+  },
+  SMS_CURRENCY: {
+    section: "delivery",
+    rule: "an ISO 4217 code",
+    text: "Currency of `SMS_PRICES` and balances, named in V2 webhook events' `price`.",
+  },
+  EMAIL_PROVIDER: {
+    section: "delivery",
+    default: "`log` (warns; refused in production)",
+    text: "`log` prints the message; `http` POSTs to `EMAIL_HTTP_URL`; `smtp` sends through `SMTP_URL`.",
+  },
+  EMAIL_HTTP_URL: {
+    section: "delivery",
+    rule: "an http or https URL",
+    text:
+      "Required with `EMAIL_PROVIDER=http`; receives `{to, from, subject, body, reference}`, and any 2xx " +
+      "means accepted.",
+  },
+  EMAIL_HTTP_TIMEOUT_MS: { section: "delivery", text: `${MS("the HTTP email provider")}.` },
+  SMTP_URL: {
+    section: "delivery",
+    rule: "an `smtp:` or `smtps:` URL",
+    text: "Required with `EMAIL_PROVIDER=smtp`.",
+  },
+  SMTP_TIMEOUT_MS: { section: "delivery", text: "Time the SMTP server has to accept a message." },
+  EMAIL_FROM: { section: "delivery", rule: "an address or `Name <address>`", text: "Sender of emails." },
+  OTP_LENGTH: { section: "otp", text: "Digits in a code." },
+  OTP_TTL_SECONDS: { section: "otp", text: "Lifetime of a V1 authentication and its code." },
+  OTP_MAX_CHECKS: { section: "otp", text: "Checks per authentication or challenge." },
+  OTP_MAX_RETRIES: { section: "otp", text: "Retries per V1 authentication." },
+  OTP_RETRY_INTERVAL_SECONDS: { section: "otp", text: "Least time between two retries." },
+  AUTHENTICATION_RETENTION_SECONDS: {
+    section: "retention",
+    rule: "a whole number from 30 to 7776000, at least `OTP_TTL_SECONDS` and covering `WEBHOOK_GIVE_UP_MS`",
+    text:
+      "How long V1 and V2 authentications, their events and webhook streams are kept after they expire " +
+      "(read-back answers until then).",
+  },
+  SMS_RECEIPT_RETENTION_SECONDS: {
+    section: "retention",
+    text:
+      "How long a provider's message id leads to its authentication: a delivery receipt arriving later " +
+      "is logged and dropped.",
+  },
+  RATE_LIMIT_NUMBER: {
+    section: "sends",
+    rule: WINDOW_RULE,
+    text: "Sends to one number (login codes to one identifier).",
+  },
+  RATE_LIMIT_IP: { section: "sends", rule: WINDOW_RULE, text: "Sends from one `ip`." },
+  RATE_LIMIT_DEVICE: { section: "sends", rule: WINDOW_RULE, text: "Sends from one `device_id`." },
+  RATE_LIMIT_ACCOUNT: { section: "sends", rule: WINDOW_RULE, text: "Sends of one account." },
+  SPAM_LINE_TYPES: {
+    section: "sends",
+    rule: `a comma list of line types (${LINE_TYPE_NAMES.map((t) => `\`${t}\``).join(", ")})`,
+    text: "Line types that are `spam_detected` outright.",
+  },
+  SPAM_DISPOSABLE: { section: "sends", text: "Disposable numbers are `spam_detected`." },
+  SPAM_IP_NUMBERS: { section: "sends", rule: WINDOW_RULE, text: "Distinct numbers one IP may reach." },
+  SPAM_DEVICE_NUMBERS: {
+    section: "sends",
+    rule: WINDOW_RULE,
+    text: "Distinct numbers one device may reach.",
+  },
+  SPAM_RANGE_BURST: {
+    section: "sends",
+    rule: WINDOW_RULE,
+    text: "Sends into one number range (the number less its last `SPAM_RANGE_DIGITS` digits).",
+  },
+  SPAM_RANGE_DIGITS: { section: "sends", text: "Trailing digits dropped to form a range." },
+  LOGIN_LIMIT_APP: { section: "session", rule: WINDOW_RULE, text: "Login codes sent for one app." },
+  LOGIN_LIMIT_IP: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text: "Login codes asked from one client address, per app.",
+  },
+  STEPUP_LIMIT_USER: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text: "Step-up challenges opened (codes sent) and delegation hooks called, per user.",
+  },
+  STEPUP_LIMIT_SESSION: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text: "Step-up challenges and hook calls per session.",
+  },
+  OTP_CHECK_LIMIT: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text: "Code checks per user across its step-up challenges (per identifier for logins).",
+  },
+  TOKEN_FAILURES_CLIENT: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text: "Failed client authentications of one `client_id` at the token endpoint.",
+  },
+  TOKEN_FAILURES_IP: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text: "Failed client authentications from one client address at the token endpoint.",
+  },
+  API_KEY_FAILURES_IP: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text:
+      "Wrong account API keys (V1 `x-api-key`, V2 bearer) per client address; while the window is full " +
+      "its wrong keys get 429 (V1: 400 `bad_request`) with `Retry-After`, and a right key is still served.",
+  },
+  WEBHOOK_TIMEOUT_MS: { section: "webhooks", text: "Time a receiver has to answer one delivery." },
+  WEBHOOK_BACKOFF_BASE_MS: {
+    section: "webhooks",
+    text: "First retry delay, doubled after each failure (less up to 20% jitter).",
+  },
+  WEBHOOK_BACKOFF_MAX_MS: { section: "webhooks", text: "Longest retry delay." },
+  WEBHOOK_GIVE_UP_MS: {
+    section: "webhooks",
+    text: "Age after which an undelivered event is no longer retried (the default is 24 h).",
+  },
+  WEBHOOK_CONCURRENCY: { section: "webhooks", text: "Event streams delivered at once, per worker." },
+  WEBHOOK_SWEEP_INTERVAL_MS: {
+    section: "webhooks",
+    text: "How often undelivered streams are looked for after the sweep at start (`0`: only at start).",
+  },
+  SMS_HOLD_MARGIN_MS: {
+    section: "holds",
+    text: "A held message whose provider answer was never recorded is re-sent this long after the provider timeout.",
+  },
+  SMS_HOLD_RECOVERY_INTERVAL_MS: {
+    section: "holds",
+    text: "How often each instance (its worker 1) looks for such holds (`0`: only at start).",
+  },
+  WORKERS: {
+    section: "workers",
+    default: "the number of CPUs when `NODE_ENV=production`, else `1`",
+    rule: `a whole number from 1 to ${MAX_WORKERS}, or \`auto\` (one per CPU)`,
+    text:
+      "Processes serving gRPC and REST on the same ports. `auto`, and the production default, count the " +
+      "CPUs this process may run on (`os.availableParallelism()`), not a container's CPU quota: under a " +
+      "quota, set `WORKERS` to it.",
+  },
+};
+
 export interface Config extends Omit<z.infer<typeof schema>, "SECRETS_KEY" | "WORKERS"> {
   /** Processes that serve (node:cluster); 1 runs everything in this process. */
   WORKERS: number;
@@ -275,17 +647,23 @@ export function shownValue(name: string, value: string | undefined): string {
   return JSON.stringify(shown.length > 80 ? `${shown.slice(0, 79)}\u2026` : shown);
 }
 
-/**
- * The rule a setting breaks, in words: for numbers and lists of choices it is read off the schema
- * (`must be a whole number from 60 to 86400`), for the others it is the schema's own message.
- */
-function ruleOf(name: string, fallback: string): string {
+/** A setting's schema without its default, optionality and transforms: what the input must be. */
+function inputSchema(name: string): unknown {
   let s: unknown = (schema.shape as Record<string, unknown>)[name];
   for (;;) {
     if (s instanceof z.ZodDefault || s instanceof z.ZodOptional) s = s.unwrap();
     else if (s instanceof z.ZodPipe) s = s.in;
     else break;
   }
+  return s;
+}
+
+/**
+ * The rule of a number or a list of choices, read off the schema (`must be a whole number from 60
+ * to 86400`); undefined for the others, whose rule is their schema's own message.
+ */
+export function schemaRule(name: string): string | undefined {
+  const s = inputSchema(name);
   if (s instanceof z.ZodNumber) {
     const kind = s.isInt ? "a whole number" : "a number";
     const { minValue: min, maxValue: max } = s;
@@ -295,7 +673,25 @@ function ruleOf(name: string, fallback: string): string {
     return `must be ${kind}`;
   }
   if (s instanceof z.ZodEnum) return `must be one of: ${(s.options as string[]).join(", ")}`;
-  return fallback;
+  return undefined;
+}
+
+/** A setting's default as the environment would spell it (`5/600`, `PremiumRate,SharedCost`), if any. */
+export function schemaDefault(name: SettingName): string | undefined {
+  const s: unknown = schema.shape[name];
+  if (!(s instanceof z.ZodDefault)) return undefined;
+  const value: unknown = s.def.defaultValue;
+  if (value === null) return "off";
+  if (Array.isArray(value)) return value.join(",");
+  if (typeof value === "object") {
+    const w = value as { limit?: unknown; windowSeconds?: unknown };
+    if (typeof w.limit === "number" && typeof w.windowSeconds === "number")
+      return `${w.limit}/${w.windowSeconds}`;
+    return undefined;
+  }
+  return typeof value === "string" || typeof value === "number" || typeof value === "boolean"
+    ? String(value)
+    : undefined;
 }
 
 /**
@@ -308,7 +704,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? "environment");
-    const rule = ruleOf(name, issue?.message ?? "is not valid");
+    const rule = schemaRule(name) ?? issue?.message ?? "is not valid";
     throw new ConfigError(`invalid ${name}: ${rule} (got ${shownValue(name, env[name])})`);
   }
   const { SECRETS_KEY, WORKERS, ...rest } = parsed.data;
