@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: the service in production mode from dist/, with its own Redis, against
  * node-oidc-provider and two floors (node:http + jose, grpc-js + jose), each in its own process;
- * prints a markdown table (README.md, Benchmark, says how to read it).
+ * prints a markdown table (docs/benchmark.md says how to read it).
  */
 import { randomBytes } from "node:crypto";
 import { spawnSync } from "node:child_process";
@@ -68,7 +68,7 @@ const program = new Command("bench")
   .option("--json <file>", "also write every raw result to this file")
   .addHelpText(
     "after",
-    "\nExample: npm run bench -- --only rest-token,grpc-token --duration 5\nSee README.md, Benchmark, for how to read the table.",
+    "\nExample: npm run bench -- --only rest-token,grpc-token --duration 5\nSee docs/benchmark.md for how to read the table.",
   );
 
 interface Options {

@@ -9,7 +9,7 @@ export interface Signer {
 }
 
 /**
- * An access token with the claims and header of ours (README, Get a server token): the work a
+ * An access token with the claims and header of ours (docs/session-guide.md#get-a-server-token): the work a
  * floor does per call, and nothing else.
  */
 export function signToken(s: Signer, clientId: string, scope: string): Promise<string> {

@@ -81,7 +81,7 @@ const program = new Command("ringfence")
   .description("Ringfence: phone verification (V1, deprecated) and session authentication service")
   .addHelpText(
     "after",
-    "\nEvery setting comes from the environment; see README.md. Commands print JSON on stdout.",
+    "\nEvery setting comes from the environment; see docs/settings.md. Commands print JSON on stdout.",
   )
   .version(packageVersion(), "-V, --version", "print the version of ringfence")
   .exitOverride()

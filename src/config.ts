@@ -163,7 +163,7 @@ const schema = z
 
     SMPP_ENQUIRE_LINK_MS: z.coerce.number().int().min(1_000).max(600_000).default(30_000),
     SMPP_SUBMIT_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
-    // Holds of charged V1 messages whose provider answer is not recorded yet (README, Verify).
+    // Holds of charged V1 messages whose provider answer is not recorded yet (docs/verify.md#charges-through-faults).
     SMS_HOLD_MARGIN_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
     SMS_HOLD_RECOVERY_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(30_000),
 

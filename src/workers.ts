@@ -7,7 +7,7 @@ import { createRedis, reportRedisErrors } from "./redis/client.js";
 
 /**
  * WORKERS > 1: `ringfence serve` becomes a node:cluster primary that forks WORKERS workers, each
- * running the whole app on the same ports (docs/settings.md#workers). The primary starts, replaces
+ * running the whole app on the same ports (docs/operations.md#workers). The primary starts, replaces
  * and stops workers, and serves ADMIN_PORT for the instance: metrics gathered from every worker,
  * and readiness by a Redis connection of its own.
  *

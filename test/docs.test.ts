@@ -57,3 +57,56 @@ describe("docs/ citations in the source", () => {
     expect(outside).to.deep.equal([]);
   });
 });
+
+/** The README stays short, and every topic it leaves out is a link away. */
+describe("README.md and docs/*.md", () => {
+  const pages = [
+    "README.md",
+    ...readdirSync(join(ROOT, "docs"))
+      .filter((f) => f.endsWith(".md"))
+      .map((f) => `docs/${f}`),
+  ];
+  const anchorsOf = (path: string): string[] => {
+    const text = readFileSync(join(ROOT, path), "utf8").replace(/^```[\s\S]*?^```/gm, "");
+    return [...text.matchAll(/^#{1,6} (.+)$/gm)].map((h) => slug(h[1] ?? ""));
+  };
+
+  it("keeps the README at most 250 lines, none of them longer than 110 characters", () => {
+    const lines = readFileSync(join(ROOT, "README.md"), "utf8").split("\n");
+    expect(lines.length).to.be.at.most(250);
+    expect(lines.filter((l) => l.length > 110)).to.deep.equal([]);
+  });
+
+  it("links from the README to every file of docs/", () => {
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    const missing = readdirSync(join(ROOT, "docs"))
+      .filter((f) => f.endsWith(".md") && f !== "README.md")
+      .filter((f) => !readme.includes(`](docs/${f}`));
+    expect(missing).to.deep.equal([]);
+  });
+
+  it("has no relative link to a missing file or heading", () => {
+    const broken: string[] = [];
+    let links = 0;
+    for (const page of pages) {
+      const text = readFileSync(join(ROOT, page), "utf8").replace(/^```[\s\S]*?^```/gm, "");
+      for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = m[1] ?? "";
+        if (/^[a-z]+:/.test(target)) continue;
+        links += 1;
+        const [file = "", anchor] = target.split("#");
+        const path = file === "" ? page : join(page, "..", file);
+        let exists = true;
+        try {
+          statSync(join(ROOT, path));
+        } catch {
+          exists = false;
+        }
+        if (!exists) broken.push(`${page}: ${target}`);
+        else if (anchor !== undefined && !anchorsOf(path).includes(anchor)) broken.push(`${page}: ${target}`);
+      }
+    }
+    expect(broken).to.deep.equal([]);
+    expect(links).to.be.greaterThan(40);
+  });
+});

@@ -17,8 +17,8 @@ const CALL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 const REDIS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
 /**
- * The service's Prometheus metrics, one registry per process (`ringfence_` names; README,
- * "Operating it"). Every recorder is synchronous and cheap: it runs inside calls. Gauges read at
+ * The service's Prometheus metrics, one registry per process (`ringfence_` names;
+ * docs/operations.md#metrics). Every recorder is synchronous and cheap: it runs inside calls. Gauges read at
  * scrape time (the webhook backlog) are given as functions, so nothing polls between scrapes.
  */
 export class Metrics {

@@ -217,7 +217,7 @@ async function run(
     if (handler === undefined) throw new RingfenceError("method_not_allowed", `unknown method ${method}`);
     binding.guard();
     // A deadline already past: refused before any work (no Redis, no handler), and counted as the
-    // caller's doing, not as a server error (README, Metrics).
+    // caller's doing, not as a server error (docs/operations.md#metrics).
     if (call.deadlineMs !== undefined && Date.now() >= call.deadlineMs) {
       expiredOnArrival = true;
       throw new RingfenceError("deadline_exceeded", "the call's deadline passed before the call started");
