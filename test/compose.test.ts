@@ -21,6 +21,7 @@ interface HealthCheck {
   test?: string[] | string;
 }
 interface Service {
+  profiles?: string[];
   image?: string;
   command?: string[] | string;
   environment?: Record<string, string>;
@@ -28,7 +29,7 @@ interface Service {
   volumes?: string[];
   healthcheck?: HealthCheck;
   depends_on?: Record<string, { condition?: string }> | string[];
-  networks?: Record<string, { ipv4_address?: string } | null> | string[];
+  networks?: Record<string, { ipv4_address?: string; aliases?: string[] } | null> | string[];
 }
 interface Compose {
   services: Record<string, Service>;
@@ -43,6 +44,44 @@ function service(name: string): Service {
   const s = compose.services[name];
   expect(s, `compose service ${name}`).to.not.equal(undefined);
   return s!;
+}
+
+/** The services of each profile: `docker compose --profile <name> up` starts these. */
+const PROFILES = {
+  production: { redis: "redis", ringfence: "ringfence", envoy: "envoy", envoyAddress: "172.30.0.10" },
+  demo: {
+    redis: "redis-demo",
+    ringfence: "ringfence-demo",
+    envoy: "envoy-demo",
+    envoyAddress: "172.30.0.11",
+  },
+} as const;
+
+/**
+ * A service's environment as compose substitutes it from `vars`: `${VAR}`, `${VAR:-default}`,
+ * `${VAR-default}`, `$$`; `${VAR:?message}` and `${VAR?message}` throw when VAR is missing.
+ */
+function substituted(env: Record<string, string>, vars: Record<string, string>): Record<string, string> {
+  const one = (value: string) =>
+    value.replace(
+      /\$\$|\$\{(\w+)(?:(:?)([-?])([^}]*))?\}/g,
+      (
+        all: string,
+        name: string | undefined,
+        colon: string | undefined,
+        op: string | undefined,
+        arg: string | undefined,
+      ) => {
+        if (all === "$$" || name === undefined) return "$";
+        const given = vars[name];
+        const missing = given === undefined || (colon === ":" && given === "");
+        if (op === "?" && missing)
+          throw new Error(`required variable ${name} is missing a value: ${arg ?? ""}`);
+        if (op === "-" && missing) return arg ?? "";
+        return given ?? "";
+      },
+    );
+  return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, one(v)]));
 }
 
 function runHealthcheck(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
@@ -73,11 +112,17 @@ describe("docker-compose.yml and the Dockerfile", function () {
   });
 
   it("health-checks Redis and the service, and starts each after what it needs is healthy", function () {
-    expect(service("redis").healthcheck?.test).to.deep.equal(["CMD", "redis-cli", "ping"]);
     // The service's check is the image's HEALTHCHECK (below); compose inherits it.
     expect(dockerfile).to.match(/^HEALTHCHECK .*\\\n\s+CMD \["node", "dist\/healthcheck.js"\]$/m);
-    expect(service("ringfence").depends_on).to.deep.equal({ redis: { condition: "service_healthy" } });
-    expect(service("envoy").depends_on).to.deep.equal({ ringfence: { condition: "service_healthy" } });
+    for (const names of Object.values(PROFILES)) {
+      expect(service(names.redis).healthcheck?.test).to.deep.equal(["CMD", "redis-cli", "ping"]);
+      expect(service(names.ringfence).depends_on).to.deep.equal({
+        [names.redis]: { condition: "service_healthy" },
+      });
+      expect(service(names.envoy).depends_on).to.deep.equal({
+        [names.ringfence]: { condition: "service_healthy" },
+      });
+    }
   });
 
   it("runs the service in production, publishes gRPC, and keeps the admin port on loopback", function () {
@@ -90,29 +135,86 @@ describe("docker-compose.yml and the Dockerfile", function () {
   });
 
   it("publishes gRPC on loopback only, and trusts x-forwarded-for from Envoy's fixed address alone", function () {
-    // Every published port of the service is bound to 127.0.0.1: no other host reaches it but through Envoy.
-    for (const port of service("ringfence").ports ?? []) expect(port, port).to.match(/^127\.0\.0\.1:/);
     const subnet = compose.networks?.default?.ipam?.config?.[0]?.subnet ?? "";
     expect(subnet, "a fixed subnet for the compose network").to.match(/^\d+\.\d+\.\d+\.\d+\/\d+$/);
-    const envoyNetworks = service("envoy").networks;
-    const envoyAddress =
-      envoyNetworks !== undefined && !Array.isArray(envoyNetworks)
-        ? envoyNetworks.default?.ipv4_address
-        : undefined;
-    expect(envoyAddress, "Envoy's fixed address").to.be.a("string");
     const [net = "", prefix = ""] = subnet.split("/");
     const inSubnet = new BlockList();
     inSubnet.addSubnet(net, Number(prefix), "ipv4");
-    expect(inSubnet.check(envoyAddress!, "ipv4"), "Envoy's address is inside the subnet").to.equal(true);
-    const trusted = service("ringfence").environment?.TRUSTED_PROXY_CIDRS;
-    expect(trusted).to.equal(`${envoyAddress}/32`);
-    // The value is one the service accepts, naming exactly that address.
-    const cidrs = loadConfig({ TRUSTED_PROXY_CIDRS: trusted }).TRUSTED_PROXY_CIDRS;
-    expect(cidrs).to.deep.equal([{ address: envoyAddress, prefix: 32, family: "ipv4" }]);
+    for (const names of Object.values(PROFILES)) {
+      // Every published port of the service is bound to 127.0.0.1: no other host reaches it but through Envoy.
+      for (const port of service(names.ringfence).ports ?? []) expect(port, port).to.match(/^127\.0\.0\.1:/);
+      const envoyNetworks = service(names.envoy).networks;
+      const envoyAddress =
+        envoyNetworks !== undefined && !Array.isArray(envoyNetworks)
+          ? envoyNetworks.default?.ipv4_address
+          : undefined;
+      expect(envoyAddress, "Envoy's fixed address").to.equal(names.envoyAddress);
+      expect(inSubnet.check(envoyAddress!, "ipv4"), "Envoy's address is inside the subnet").to.equal(true);
+      const trusted = service(names.ringfence).environment?.TRUSTED_PROXY_CIDRS;
+      expect(trusted).to.equal(`${envoyAddress}/32`);
+      // The value is one the service accepts, naming exactly that address.
+      const cidrs = loadConfig({ TRUSTED_PROXY_CIDRS: trusted }).TRUSTED_PROXY_CIDRS;
+      expect(cidrs).to.deep.equal([{ address: envoyAddress, prefix: 32, family: "ipv4" }]);
+    }
   });
 
-  it("requires ISSUER_URL rather than defaulting it to a loopback address", function () {
-    expect(service("ringfence").environment?.ISSUER_URL).to.match(/^\$\{ISSUER_URL:\?[^}]+\}$/);
+  it("puts every service in one profile, production or demo, so that each starts alone", function () {
+    for (const [name, s] of Object.entries(compose.services)) {
+      expect(s.profiles, name).to.have.lengthOf(1);
+    }
+    for (const [profile, names] of Object.entries(PROFILES)) {
+      const members = Object.keys(compose.services).filter(
+        (n) => compose.services[n]?.profiles?.[0] === profile,
+      );
+      expect(members.sort(), profile).to.deep.equal([names.envoy, names.redis, names.ringfence].sort());
+    }
+  });
+
+  it("asks for no variable anywhere, since compose substitutes the whole file whatever the profile", function () {
+    // Comments aside: the parsed file's values.
+    expect(JSON.stringify(compose)).to.not.match(/\$\{\w+:?\?/);
+    for (const s of Object.values(compose.services)) substituted(s.environment ?? {}, {});
+  });
+
+  it("refuses a production start without SECRETS_KEY, real providers and ISSUER_URL, one at a time", function () {
+    const env = service("ringfence").environment ?? {};
+    const vars: Record<string, string> = {};
+    const refusal = () => {
+      try {
+        loadConfig(substituted(env, vars));
+        return "started";
+      } catch (e) {
+        return (e as Error).message.split(":")[0];
+      }
+    };
+    expect(refusal()).to.equal("invalid SECRETS_KEY");
+    vars.SECRETS_KEY = Buffer.alloc(32, 7).toString("base64");
+    expect(refusal()).to.equal("invalid SMS_PROVIDER");
+    Object.assign(vars, { SMS_PROVIDER: "http", SMS_HTTP_URL: "https://sms.example.com/send" });
+    expect(refusal()).to.equal("invalid EMAIL_PROVIDER");
+    Object.assign(vars, { EMAIL_PROVIDER: "smtp", SMTP_URL: "smtps://mail.example.com" });
+    // No loopback default: tokens would name 127.0.0.1 as their issuer.
+    expect(refusal()).to.equal("invalid ISSUER_URL");
+    vars.ISSUER_URL = "https://auth.example.com";
+    expect(refusal()).to.equal("started");
+  });
+
+  it("starts the demo with nothing set: log providers, a development SECRETS_KEY, not in production", function () {
+    const config = loadConfig(substituted(service("ringfence-demo").environment ?? {}, {}));
+    expect(config.NODE_ENV).to.equal("development");
+    expect(config.SMS_PROVIDER).to.equal("log");
+    expect(config.EMAIL_PROVIDER).to.equal("log");
+    expect(config.devDefaults).to.deep.equal(["SMS_PROVIDER", "EMAIL_PROVIDER"]);
+    expect(service("ringfence-demo").environment?.SECRETS_KEY).to.match(/^[A-Za-z0-9+/]{43}=$/);
+    expect(config.ISSUER_URL).to.equal("http://127.0.0.1:8080");
+    // Envoy's configuration sends gRPC to `ringfence`; the demo's Redis keeps no volume.
+    const networks = service("ringfence-demo").networks;
+    expect(networks !== undefined && !Array.isArray(networks) ? networks.default?.aliases : []).to.include(
+      "ringfence",
+    );
+    expect(service("redis-demo").volumes ?? []).to.deep.equal([]);
+    expect(service("envoy-demo").volumes).to.deep.equal(service("envoy").volumes);
+    expect(service("envoy-demo").image).to.equal(service("envoy").image);
   });
 
   it("builds and runs the image on the current Node LTS line (26)", function () {
