@@ -280,7 +280,7 @@ export const LookupPhoneNumberResponse: MessageFns<LookupPhoneNumberResponse> = 
  * Every call authenticates with two metadata entries (HTTP headers through the gateways):
  * `customer-uuid` (customer identifier from the account settings) and `x-api-key` (API key).
  * Answers follow the original API's SDK models: an optional field without a value is left out.
- * Errors carry the V1 error body `{code, message, doc_url}`; see README "Errors".
+ * Errors carry the V1 error body `{code, message, doc_url}`; see docs/errors.md.
  */
 export type LookupServiceService = typeof LookupServiceService;
 export const LookupServiceService = {
