@@ -3,6 +3,9 @@ import { LookupServiceClient } from "../src/gen/ringfence/lookup/v1/lookup_servi
 import { startRedisCluster, type RedisCluster } from "./support/redis.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "./support/app.js";
 import { SmsReceiver } from "./support/receivers.js";
+import { HoldRecovery } from "../src/verify/holds.js";
+import { createSmsProvider } from "../src/messaging/sms.js";
+import { silentLogger } from "../src/log.js";
 import { basicAuth, rest } from "./support/rest.js";
 
 describe("on a Redis Cluster", () => {
@@ -60,6 +63,29 @@ describe("on a Redis Cluster", () => {
     );
     expect(checked.body.status).to.equal("valid");
     expect((await app.registry.accounts.get(account.customerUuid))?.balanceMicros).to.equal(950_000);
+  });
+
+  it("drops a customer without holds from the hold index, each script on its own slot", async () => {
+    const { account } = await app.registry.accounts.create({
+      name: "Cluster holds",
+      balanceMicros: 1_000_000,
+      spendingLimitMicros: 1_000_000,
+      features: [],
+      regions: [],
+    });
+    const { redis, verify: store } = app.registry;
+    const customer = account.customerUuid;
+    // Listed a minute ago, by a send whose hold is resolved.
+    await redis.zadd(store.holdIndexKey(), Date.now() - 60_000, customer);
+    const recovery = new HoldRecovery({
+      config: app.config,
+      store,
+      sms: createSmsProvider(app.config, silentLogger),
+      secrets: app.registry.secrets,
+      log: silentLogger,
+    });
+    await recovery.sweep();
+    expect(await redis.zscore(store.holdIndexKey(), customer)).to.equal(null);
   });
 
   it("creates, retries and checks a V2 verification by its number, on the customer's slot", async () => {

@@ -8,7 +8,9 @@ import { fundedAccount, postSend } from "./support/v1.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { SmsReceiver, type SmsMessage } from "./support/receivers.js";
 import { HoldRecovery, STALE_AFTER_MS } from "../src/verify/holds.js";
-import type { SendArgs, SendPlace } from "../src/verify/store.js";
+import { VerifyStore, type SendArgs, type SendPlace } from "../src/verify/store.js";
+import { Redis, type Command } from "ioredis";
+import type { WriteableStream } from "ioredis/built/types.js";
 import { silentLogger } from "../src/log.js";
 import { createSmsProvider } from "../src/messaging/sms.js";
 import { testRedisUrl } from "./support/hooks.js";
@@ -127,6 +129,76 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     const { status } = await store.send(place, args, held);
     return { status, place, message, held, hold: store.holdOf(place, message.reference, "send") };
   }
+
+  /**
+   * A store on a connection of its own whose commands pass through `gate` first: when it answers
+   * a promise, the command goes to Redis once that promise is settled.
+   */
+  function gatedStore(gate: (args: string[]) => Promise<unknown> | undefined): VerifyStore {
+    const redis = new Redis(testRedisUrl());
+    gatedConnections.push(redis);
+    const send = redis.sendCommand.bind(redis);
+    redis.sendCommand = (command: Command, stream?: WriteableStream) => {
+      const wait = gate(command.args.map(String));
+      if (wait === undefined) return send(command, stream);
+      const go = () => send(command, stream);
+      void wait.then(go, go);
+      return command.promise;
+    };
+    return new VerifyStore(redis, app.registry.keys);
+  }
+  const gatedConnections: Redis[] = [];
+  after(() => {
+    for (const c of gatedConnections.splice(0)) c.disconnect();
+  });
+
+  it("keeps a customer in the hold index when a send records a hold while the recovery drops the customer", async () => {
+    const store = app.registry.verify;
+    // Listed with no hold left: a send Redis ran too late (listed, nothing recorded).
+    expect((await reserve({ issuedAt: Date.now() - STALE_AFTER_MS - 1_000 })).status).to.equal("stale");
+    expect(await holdsLeft()).to.equal(0);
+    // The recovery finds the customer without holds and drops it from the index; a send records
+    // a hold after the recovery looked and before it drops, and its owner dies (nothing resolves it).
+    let raced: ReturnType<typeof reserve> | undefined;
+    const index = store.holdIndexKey();
+    const gated = new HoldRecovery({
+      config: app.config,
+      store: gatedStore((args) =>
+        args.includes(index) && args.includes(customer)
+          ? (raced ??= reserve({ deadline: Date.now() - 1 }))
+          : undefined,
+      ),
+      sms: createSmsProvider(app.config, silentLogger),
+      secrets: app.registry.secrets,
+      log: silentLogger,
+    });
+    await gated.sweep();
+    expect(raced, "the recovery dropped the customer").not.to.equal(undefined);
+    const { status, message } = await (raced as ReturnType<typeof reserve>);
+    expect(status).to.equal("pending");
+    expect(await holdsLeft()).to.equal(1);
+    // The next pass still finds the hold: it re-sends the message and settles the charge.
+    const before = sms.messages.length;
+    await recovery.sweep();
+    expect(sms.messages.slice(before)).to.deep.equal([message]);
+    expect(await holdsLeft()).to.equal(0);
+    expect(await balance()).to.equal(10_000_000 - PRICE);
+  });
+
+  it("finds the holds of customers an earlier version listed in its index, and moves them over", async () => {
+    const { redis, keys, verify: store } = app.registry;
+    const { message } = await reserve({ deadline: Date.now() - 1 });
+    // Listed as an earlier version does: in a plain set.
+    const earlier = keys.key("holds", "index");
+    await redis.zrem(store.holdIndexKey(), customer);
+    await redis.sadd(earlier, customer);
+    const before = sms.messages.length;
+    await recovery.sweep();
+    expect(sms.messages.slice(before)).to.deep.equal([message]);
+    expect(await holdsLeft()).to.equal(0);
+    expect(await redis.exists(earlier)).to.equal(0);
+    expect(await redis.zscore(store.holdIndexKey(), customer)).not.to.equal(null);
+  });
 
   it("charges a reserve that ioredis replays after a reconnect only once", async () => {
     const first = await reserve();

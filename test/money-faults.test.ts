@@ -180,8 +180,8 @@ describe("V1 send billing under Redis faults and crashes", function () {
     // Recovery settles every hold: past its deadline (about 4 s), each instance re-sends it.
     const holdsLeft = async () => {
       let left = 0;
-      for (const c of await data.verify.holdCustomers()) {
-        left += await data.redis.zcard(data.verify.holdsKey(c));
+      for (const { customer } of await data.verify.holdCustomers()) {
+        left += await data.redis.zcard(data.verify.holdsKey(customer));
       }
       return left;
     };

@@ -136,8 +136,8 @@ describe("V1 send in two round trips", () => {
   });
 
   it("sends and charges nothing when the hold index cannot list the customer", async () => {
-    const index = keys.key("holds", "index");
-    const listed = await app.registry.redis.smembers(index);
+    const index = app.registry.verify.holdIndexKey();
+    const listed = await app.registry.redis.zrange(index, "0", "-1", "WITHSCORES");
     // A fault Redis answers: the index holds a value of another type.
     await app.registry.redis.del(index);
     await app.registry.redis.set(index, "not a set");
@@ -152,7 +152,9 @@ describe("V1 send in two round trips", () => {
       expect(sms.messages.length, "nothing was sent").to.equal(before.messages);
     } finally {
       await app.registry.redis.del(index);
-      if (listed.length > 0) await app.registry.redis.sadd(index, ...listed);
+      // WITHSCORES lists member, score; ZADD takes score, member.
+      const pairs = listed.flatMap((v, i) => (i % 2 === 0 ? [listed[i + 1] ?? "0", v] : []));
+      if (pairs.length > 0) await app.registry.redis.zadd(index, ...pairs);
     }
     expect((await send(fresh("653"))).body.status).to.equal("pending");
   });

@@ -106,11 +106,11 @@ export class HoldRecovery {
   async sweep(): Promise<number> {
     const { store } = this.o;
     let resolved = 0;
-    for (const customer of await store.holdCustomers()) {
+    for (const { customer, listedAt } of await store.holdCustomers()) {
       if (this.closing) break;
       const due = await store.dueHolds(customer, this.now(), BATCH);
       if (due.length === 0) {
-        await store.unindexIfEmpty(customer);
+        await store.unindexIfEmpty(customer, listedAt, STALE_AFTER_MS);
         continue;
       }
       for (const id of due) {

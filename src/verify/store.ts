@@ -31,6 +31,9 @@ const retryCode = script("retry-code");
 const resolveHold = script("resolve-hold");
 const claimHold = script("claim-hold");
 const appendEvent = script("append-event");
+const holdIndex = LuaScript.fromFile(new URL("./hold-index.lua", import.meta.url));
+const holdsQuiet = LuaScript.fromFile(new URL("./holds-quiet.lua", import.meta.url));
+const unindexHolds = LuaScript.fromFile(new URL("./unindex-holds.lua", import.meta.url));
 const saveFeedback = LuaScript.fromFile(new URL("./save-feedback.lua", import.meta.url));
 
 /**
@@ -224,8 +227,18 @@ export class VerifyStore {
     return (await this.redis.hget(this.authKeys(customer, auth).auth, "correlation_id")) ?? "";
   }
 
-  /** The index of customers that may have holds: one well-known key, outside any customer's slot. */
+  /**
+   * The index of customers that may have holds: one well-known key, outside any customer's slot.
+   * A sorted set scored by the issue time of the latest send or retry that listed the customer,
+   * so the recovery can drop a customer without losing a hold recorded as it does (see
+   * `unindexIfEmpty`).
+   */
   holdIndexKey(): string {
+    return this.keys.key("holds", "index", "listed");
+  }
+
+  /** The index as earlier versions kept it (a plain set), moved into the new one by the recovery. */
+  private earlierHoldIndexKey(): string {
     return this.keys.key("holds", "index");
   }
 
@@ -237,9 +250,21 @@ export class VerifyStore {
     return this.keys.key("hold", customer, id);
   }
 
-  /** Customers listed in the hold index (some may have no hold left). */
-  async holdCustomers(): Promise<string[]> {
-    return this.redis.smembers(this.holdIndexKey());
+  /**
+   * Customers listed in the hold index (some may have no hold left), with the issue time they were
+   * last listed at.
+   */
+  async holdCustomers(): Promise<{ customer: string; listedAt: number }[]> {
+    const flat = (await holdIndex.run(
+      this.redis,
+      [this.holdIndexKey(), this.earlierHoldIndexKey()],
+      [],
+    )) as string[];
+    const listed: { customer: string; listedAt: number }[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      listed.push({ customer: flat[i] as string, listedAt: Number(flat[i + 1]) });
+    }
+    return listed;
   }
 
   /** True once the Redis connection is closed for good (the service is stopping). */
@@ -247,9 +272,12 @@ export class VerifyStore {
     return this.redis.status === "end";
   }
 
-  /** Lists the customer in the hold index (see `listed`: with every reserve). */
-  private async indexHolds(customer: string): Promise<void> {
-    await this.redis.sadd(this.holdIndexKey(), customer);
+  /**
+   * Lists the customer in the hold index at `issuedAt`, the issue time of a reserve (see `listed`:
+   * with every reserve); a later listing already there stays.
+   */
+  private async indexHolds(customer: string, issuedAt: number): Promise<void> {
+    await this.redis.zadd(this.holdIndexKey(), "GT", issuedAt, customer);
   }
 
   /** The hold of a send (`kind` send) or retry at `place`, for commit or release by its owner. */
@@ -284,7 +312,7 @@ export class VerifyStore {
     const release = JSON.stringify(this.releaseKeys(place, "send"));
     const { authentication, ...rest } = args;
     const fields = encodeRow(authentication);
-    const answer = (await this.listed(place, hold.id, "send", () =>
+    const answer = (await this.listed(place, hold, "send", () =>
       scriptCall(sendCode, this.redis, keys, { ...rest, fields, hold: { ...hold, release } }),
     )) as string;
     // A replayed send answers its stored status alone: its refusal was counted when it ran.
@@ -297,21 +325,25 @@ export class VerifyStore {
 
   /**
    * Runs a script that may record a hold (`reserve`) in the same round trip as listing the
-   * customer in the hold index, so the recovery can find the hold: the listing is written
-   * first on the same connection (one Redis) or at the same time (a Cluster). When the listing
-   * fails and a hold was made, the hold is given back and the failure thrown: nothing is sent
-   * that the recovery could not find.
+   * customer in the hold index at the hold's issue time, so the recovery can find the hold: the
+   * listing is written first on the same connection (one Redis) or at the same time (a
+   * Cluster); either way the recovery keeps the customer listed (see `unindexIfEmpty`). When the
+   * listing fails and a hold was made, the hold is given back and the failure thrown: nothing is
+   * sent that the recovery could not find.
    */
   private async listed<T>(
     place: SendPlace,
-    holdId: string,
+    hold: HoldArgs & { id: string },
     kind: "send" | "retry",
     reserve: () => Promise<T>,
   ): Promise<T> {
-    const [listing, reserved] = await Promise.allSettled([this.indexHolds(place.customer), reserve()]);
+    const [listing, reserved] = await Promise.allSettled([
+      this.indexHolds(place.customer, hold.issuedAt),
+      reserve(),
+    ]);
     if (reserved.status === "rejected") throw reserved.reason;
     if (listing.status === "rejected") {
-      await this.resolveHold(this.holdOf(place, holdId, kind), "release");
+      await this.resolveHold(this.holdOf(place, hold.id, kind), "release");
       throw listing.reason;
     }
     return reserved.value;
@@ -337,11 +369,18 @@ export class VerifyStore {
     return this.redis.zrangebyscore(this.holdsKey(customer), "-inf", now, "LIMIT", 0, limit);
   }
 
-  /** Drops a customer from the hold index when it has no hold left (lazy cleaning). */
-  async unindexIfEmpty(customer: string): Promise<void> {
-    if ((await this.redis.zcard(this.holdsKey(customer))) === 0) {
-      await this.redis.srem(this.holdIndexKey(), customer);
-    }
+  /**
+   * Drops a customer listed at `listedAt` from the hold index when it has no hold left (lazy
+   * cleaning); true when it did. The customer's holds and the index may be on two Cluster slots,
+   * so no script sees both: the first script drops nothing while a send listed at `listedAt` or
+   * before could still record a hold (by the clock that send's script compares), the second
+   * drops nothing once a send listed the customer later. A send whose hold neither saw has
+   * listed the customer after the drop, or later than `listedAt`: it stays listed either way.
+   */
+  async unindexIfEmpty(customer: string, listedAt: number, staleMs: number): Promise<boolean> {
+    const quiet = await holdsQuiet.run(this.redis, [this.holdsKey(customer)], [listedAt, staleMs]);
+    if (Number(quiet) !== 1) return false;
+    return Number(await unindexHolds.run(this.redis, [this.holdIndexKey()], [customer, listedAt])) === 1;
   }
 
   /** Takes a due hold for recovery, moving its deadline to `until`; undefined when not due. */
@@ -413,7 +452,7 @@ export class VerifyStore {
     const keys = [k.account, k.spend, k.auth, k.number, k.accountWindow];
     keys.push(this.holdsKey(place.customer), this.holdKey(place.customer, hold.id));
     const release = JSON.stringify(this.releaseKeys(place, "retry"));
-    const [status, retries, next, refusedBy] = (await this.listed(place, hold.id, "retry", () =>
+    const [status, retries, next, refusedBy] = (await this.listed(place, hold, "retry", () =>
       scriptCall(retryCode, this.redis, keys, { ...args, hold: { ...hold, release } }),
     )) as [RetryStatus | "not_found" | "stale", number, number, string?];
     return refusedBy === undefined
