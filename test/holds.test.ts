@@ -8,7 +8,7 @@ import { fundedAccount, postSend } from "./support/v1.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { SmsReceiver, type SmsMessage } from "./support/receivers.js";
 import { HoldRecovery, STALE_AFTER_MS } from "../src/verify/holds.js";
-import { VerifyStore, type SendArgs, type SendPlace } from "../src/verify/store.js";
+import { VerifyStore, type Hold, type SendArgs, type SendPlace } from "../src/verify/store.js";
 import { Redis, type Command } from "ioredis";
 import type { WriteableStream } from "ioredis/built/types.js";
 import { silentLogger } from "../src/log.js";
@@ -130,6 +130,51 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     return { status, place, message, held, hold: store.holdOf(place, message.reference, "send") };
   }
 
+  /** Reserves retry `attempt` of the send at `place` the way retryAuthentication does, at business time `now`. */
+  async function retryReserve(place: SendPlace, attempt: number, now: number, codeHash: string) {
+    const store = app.registry.verify;
+    const message: SmsMessage = {
+      to: place.phone,
+      from: "Ringfence",
+      body: `Your code is ${codeHash}`,
+      locale: "en",
+      reference: `${place.auth}.${String(attempt)}`,
+    };
+    const held = {
+      id: message.reference,
+      issuedAt: Date.now(),
+      staleMs: STALE_AFTER_MS,
+      deadline: Date.now() + 60_000,
+      sealed: app.registry.secrets.encrypt(JSON.stringify(message)),
+      owner: "test",
+    };
+    const r = await store.retry(
+      place,
+      {
+        now,
+        attempt,
+        codeHash,
+        maxRetries: 5,
+        retryIntervalMs: 1000,
+        price: PRICE,
+        member: `${place.auth}:${String(attempt)}`,
+        limits: { number: null, account: null },
+      },
+      held,
+    );
+    return { ...r, message, hold: store.holdOf(place, message.reference, "retry") };
+  }
+
+  /** What a check of `codeHash` answers now (it counts as one check). */
+  const checkHash = (auth: string, codeHash: string) =>
+    app.registry.verify.check(customer, auth, {
+      now: Date.now(),
+      codeHash,
+      maxChecks: 10,
+      api: "v1",
+      events: undefined,
+    });
+
   /**
    * A store on a connection of its own whose commands pass through `gate` first: when it answers
    * a promise, the command goes to Redis once that promise is settled.
@@ -198,6 +243,80 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     expect(await holdsLeft()).to.equal(0);
     expect(await redis.exists(earlier)).to.equal(0);
     expect(await redis.zscore(store.holdIndexKey(), customer)).not.to.equal(null);
+  });
+
+  it("never reuses a retry's reference when an earlier retry is given back after a later one was charged", async () => {
+    const store = app.registry.verify;
+    const sent = await reserve();
+    expect(await store.resolveHold(sent.hold, "commit")).to.equal(true);
+    const t = Date.now();
+    // Retry 2: the provider's answer is unknown (held). Retry 3: accepted, the user has its code.
+    const second = await retryReserve(sent.place, 2, t + 2_000, "h2");
+    expect(second.status).to.equal("approved");
+    const third = await retryReserve(sent.place, 3, t + 4_000, "h3");
+    expect(third.status).to.equal("approved");
+    expect(await store.resolveHold(third.hold, "commit")).to.equal(true);
+    // The re-sent retry 2 is refused: it is given back.
+    expect(await store.resolveHold(second.hold, "release")).to.equal(true);
+    expect(await balance()).to.equal(10_000_000 - 2 * PRICE);
+    // Retry 3's code, the one delivered, is still the one to check; the user got a retry back.
+    const row = (await store.get(customer, sent.place.auth))?.auth;
+    expect(row?.retries).to.equal(1);
+    // The next retry takes a reference never used: 4, not retry 3's again (which the provider
+    // would take for the message it already accepted, sending nothing).
+    expect(row?.attempts).to.equal(3);
+    const reused = await retryReserve(sent.place, 3, t + 6_000, "h3bis");
+    expect(reused.status, "a stale attempt number charges nothing").to.equal("stale");
+    expect(await balance()).to.equal(10_000_000 - 2 * PRICE);
+    const fourth = await retryReserve(sent.place, 4, t + 6_000, "h4");
+    expect(fourth.status).to.equal("approved");
+    expect(await store.resolveHold(fourth.hold, "release")).to.equal(true);
+    expect(await checkHash(sent.place.auth, "h3")).to.deep.equal({ status: "valid", hooked: false });
+  });
+
+  it("restores the code of the latest retry not given back, whatever order held retries are given back in", async () => {
+    const store = app.registry.verify;
+    for (const order of [
+      [2, 3],
+      [3, 2],
+    ]) {
+      const sent = await reserve();
+      expect(await store.resolveHold(sent.hold, "commit")).to.equal(true);
+      const t = Date.now();
+      const holds = new Map([
+        [2, (await retryReserve(sent.place, 2, t + 2_000, "h2")).hold],
+        [3, (await retryReserve(sent.place, 3, t + 4_000, "h3")).hold],
+      ]);
+      for (const n of order) expect(await store.resolveHold(holds.get(n) as Hold, "release")).to.equal(true);
+      const row = (await store.get(customer, sent.place.auth))?.auth;
+      expect([row?.retries, row?.attempts, row?.nextRetryAtMs], String(order)).to.deep.equal([
+        0,
+        3,
+        sent.held.issuedAt + 1000,
+      ]);
+      expect(await checkHash(sent.place.auth, "h2"), String(order)).to.deep.equal({
+        status: "invalid",
+        hooked: false,
+      });
+      expect(await checkHash(sent.place.auth, "h"), String(order)).to.deep.equal({
+        status: "valid",
+        hooked: false,
+      });
+    }
+  });
+
+  it("charges nothing for a retry whose attempt number another retry took since it read the row", async () => {
+    const store = app.registry.verify;
+    const sent = await reserve();
+    const t = Date.now();
+    const first = await retryReserve(sent.place, 2, t + 2_000, "h2");
+    expect(first.status).to.equal("approved");
+    expect(await store.resolveHold(first.hold, "commit")).to.equal(true);
+    // Another call read attempts 1 before retry 2, and runs once the interval has passed.
+    const late = await retryReserve(sent.place, 2, t + 4_000, "h2bis");
+    expect(late.status).to.equal("stale");
+    expect(await balance()).to.equal(10_000_000 - 2 * PRICE);
+    expect(await checkHash(sent.place.auth, "h2")).to.deep.equal({ status: "valid", hooked: false });
   });
 
   it("charges a reserve that ioredis replays after a reconnect only once", async () => {

@@ -276,6 +276,7 @@ export class VerifyEngine {
         place,
         {
           now: t,
+          attempt,
           codeHash: this.hashCode(authUuid, code),
           maxRetries: config.OTP_MAX_RETRIES,
           retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,

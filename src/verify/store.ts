@@ -433,6 +433,8 @@ export class VerifyStore {
     place: SendPlace,
     args: {
       now: number;
+      /** The number of this attempt, in its message's reference: the row's `attempts` plus one as read. */
+      attempt: number;
       codeHash: string;
       maxRetries: number;
       retryIntervalMs: number;
