@@ -305,6 +305,22 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     }
   });
 
+  it("gives back a retry an earlier version recorded, restoring the code it replaced", async () => {
+    const store = app.registry.verify;
+    const sent = await reserve();
+    expect(await store.resolveHold(sent.hold, "commit")).to.equal(true);
+    const t = Date.now();
+    const second = await retryReserve(sent.place, 2, t + 2_000, "h2");
+    // As an earlier version recorded it: the previous code and next_retry_at beside the row's.
+    const row = store.authKeys(customer, sent.place.auth).auth;
+    await app.registry.redis.hdel(row, "code_attempt", "p2", "ph2");
+    await app.registry.redis.hset(row, { prev_code_hash: "h", prev_next_retry_at_ms: String(t + 1_000) });
+    expect(await store.resolveHold(second.hold, "release")).to.equal(true);
+    const after = (await store.get(customer, sent.place.auth))?.auth;
+    expect([after?.retries, after?.attempts, after?.nextRetryAtMs]).to.deep.equal([0, 2, t + 1_000]);
+    expect(await checkHash(sent.place.auth, "h")).to.deep.equal({ status: "valid", hooked: false });
+  });
+
   it("charges nothing for a retry whose attempt number another retry took since it read the row", async () => {
     const store = app.registry.verify;
     const sent = await reserve();

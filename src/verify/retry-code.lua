@@ -9,9 +9,11 @@
 -- Returns {status, retries, next_retry_at_ms[, the setting of the rule that refused it]} (status `stale`: run too late to answer the
 -- caller, or another retry took `attempt` since the caller read the row; nothing done), or an error
 -- reply negative_balance | spending_limit_exceeded | suspended_account.
--- The row keeps, per retry whose hold is not resolved yet, what its code replaced (field
--- `p<attempt>`: "<attempt> <code hash> <next_retry_at_ms>"), and which attempt's code is the one
--- to check (`code_attempt`; absent: `attempts`), for resolve-hold.lua to give a retry back.
+-- The row keeps, per retry whose hold is not resolved yet, what its code replaced (fields
+-- `p<attempt>`: "<attempt> <next_retry_at_ms>", and `ph<attempt>`: the code hash; two fields, as
+-- a value over 64 bytes would turn the row into a hash table, see docs/capacity.md), and which
+-- attempt's code is the one to check (`code_attempt`; absent: `attempts`), for resolve-hold.lua
+-- to give a retry back.
 local a = cjson.decode(ARGV[1])
 local now = a.now
 if hold_stale(a.hold) then return {'stale', 0, 0} end
@@ -56,9 +58,9 @@ window_record(KEYS[5], a.limits.account, now, a.member)
 hold_record(KEYS[6], KEYS[7], a.hold, a.price, a.member, 'retry')
 
 local next_retry = now + a.retryIntervalMs
-local replaced = table.concat({h[8] or tostring(attempts), h[6] or '', tostring(next_at)}, ' ')
 redis.call('HSET', KEYS[3], 'code_hash', a.codeHash, 'code_attempt', tostring(a.attempt),
-  'p' .. a.attempt, replaced, 'next_retry_at_ms', tostring(next_retry), 'attempts', tostring(a.attempt))
+  'p' .. a.attempt, (h[8] or tostring(attempts)) .. ' ' .. tostring(next_at), 'ph' .. a.attempt, h[6] or '',
+  'next_retry_at_ms', tostring(next_retry), 'attempts', tostring(a.attempt))
 -- Written by earlier versions, meaningless once another code replaced theirs.
 redis.call('HDEL', KEYS[3], 'prev_code_hash', 'prev_next_retry_at_ms')
 redis.call('HINCRBY', KEYS[3], 'retries', 1)
