@@ -1,6 +1,6 @@
 /**
  * Writes openapi/ringfence.yaml from envoy/descriptor.binpb (`npm run generate`, after
- * `buf build`); test/openapi.test.ts fails when the committed file is stale.
+ * `buf build`); test/openapi/openapi.test.ts fails when the committed file is stale.
  */
 import { writeFileSync } from "node:fs";
 import { stringify } from "yaml";

@@ -18,7 +18,7 @@ import {
   type ServiceBinding,
   type UnaryHandler,
 } from "../../src/rpc/binding.js";
-import { buildFixtureContract, messageType, serviceDefinition, serviceType } from "./fixture.js";
+import { buildFixtureContract, messageType, serviceDefinition, serviceType } from "../support/gateway.js";
 import { rest, type RestOptions } from "../support/rest.js";
 
 const DOCS = "https://docs.example.test";

@@ -7,7 +7,7 @@ import { silentLogger } from "../../src/log.js";
 import type { Contract } from "../../src/rpc/contract.js";
 import { bindService, type UnaryHandler } from "../../src/rpc/binding.js";
 import { outcomeOf, type CallRecord } from "../../src/observability/calls.js";
-import { buildFixtureContract, messageType, serviceDefinition, serviceType } from "./fixture.js";
+import { buildFixtureContract, messageType, serviceDefinition, serviceType } from "../support/gateway.js";
 
 const HEADERS_TIMEOUT_MS = 1_000;
 const REQUEST_TIMEOUT_MS = 2_000;

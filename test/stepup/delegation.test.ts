@@ -8,7 +8,7 @@ import { RedisSigningKeys } from "../../src/oauth/keys/signing-keys.js";
 import { Keys } from "../../src/redis/client.js";
 import { DelegationClient, type DelegationOptions, type HookRequest } from "../../src/stepup/delegation.js";
 import { testRedisUrl } from "../support/hooks.js";
-import { Peer, appKey, jwksServer, signBytes, signDecision, type AppKey } from "./support.js";
+import { Peer, appKey, jwksServer, signBytes, signDecision, type AppKey } from "../support/stepup-hooks.js";
 
 const REQUEST: HookRequest = {
   scope_requested: "svc:pwd:write",

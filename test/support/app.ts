@@ -38,7 +38,7 @@ function dataEnv(): Record<string, string> {
 
 /**
  * Every test client calls from 127.0.0.1, so the per-address and per-app abuse limits are off
- * unless a test sets them (test/abuse-limits.test.ts does); and test peers are on loopback.
+ * unless a test sets them (test/session/abuse-limits.test.ts does); and test peers are on loopback.
  */
 const ABUSE_LIMITS_OFF = {
   LOGIN_LIMIT_APP: "off",
@@ -49,7 +49,7 @@ const ABUSE_LIMITS_OFF = {
   TOKEN_FAILURES_CLIENT: "off",
   TOKEN_FAILURES_IP: "off",
   API_KEY_FAILURES_IP: "off",
-  // Test receivers, hooks and key sets live on loopback (test/outbound.test.ts sets it empty).
+  // Test receivers, hooks and key sets live on loopback (test/net/outbound.test.ts sets it empty).
   OUTBOUND_ALLOWED_CIDRS: "127.0.0.0/8,::1/128",
 };
 

@@ -3,7 +3,7 @@ import { Cluster } from "ioredis";
 import { connectRedis, createRedis } from "../../src/redis/client.js";
 import { outboxKeys } from "../../src/webhooks/stream.js";
 import { startRedisCluster, type RedisCluster } from "../support/redis.js";
-import { eventually, Harness } from "./support.js";
+import { eventually, Harness } from "../support/webhooks.js";
 
 describe("webhook outbox on a Redis Cluster", () => {
   let cluster: RedisCluster | undefined;

@@ -5,7 +5,7 @@ import { startRedis, type RedisServer } from "../support/redis.js";
 import { verifyWebhook } from "../../src/webhooks/signature.js";
 import { WEBHOOK_QUEUE_NAME } from "../../src/webhooks/outbox.js";
 import { outboxKeys } from "../../src/webhooks/stream.js";
-import { eventually, Harness, sleep } from "./support.js";
+import { eventually, Harness, sleep } from "../support/webhooks.js";
 
 describe("webhook outbox", () => {
   let server: RedisServer;
