@@ -48,7 +48,7 @@ import { ClientStore } from "./oauth/clients.js";
 import { RedisSigningKeys } from "./oauth/keys/signing-keys.js";
 import { CachedKeySet } from "./oauth/keys/key-set.js";
 import { oauthHandlers } from "./oauth/service.js";
-import { AuthFailures } from "./oauth/client-credentials.js";
+import { TokenFailures } from "./oauth/failures.js";
 import { OAuthServiceService } from "./gen/ringfence/oauth/v1/oauth_service.js";
 import { SessionServiceService } from "./gen/ringfence/session/v1/session_service.js";
 import { StepUpServiceService } from "./gen/ringfence/stepup/v1/stepup_service.js";
@@ -141,7 +141,7 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     lookupData: new RedisLookupData(redis, keys),
     verify: new VerifyStore(redis, keys),
     apps: new AppStore(redis, keys, secrets),
-    clients: new ClientStore(redis, keys, secrets, afterAnswer),
+    clients: new ClientStore(redis, keys, secrets),
     signingKeys,
     users: new UserStore(redis, keys),
     sessions: new SessionStore(redis, keys, config.REFRESH_TOKEN_TTL_SECONDS * 1000),
@@ -305,7 +305,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
         ...oauthHandlers({
           apps: r.apps,
           clients: r.clients,
-          failures: new AuthFailures(r.redis, r.afterAnswer, r.keys, {
+          failures: new TokenFailures(r.redis, r.keys, {
             perClient: r.config.TOKEN_FAILURES_CLIENT,
             perAddress: r.config.TOKEN_FAILURES_IP,
           }),

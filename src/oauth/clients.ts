@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { performance } from "node:perf_hooks";
 import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 
@@ -20,26 +21,64 @@ interface StoredClient extends OAuthClient {
   secretHash: string;
 }
 
+/**
+ * The longest a client read from Redis vouches for a token: an answer is sent within this long
+ * of the start of the read that found the client, or the client is read again first.
+ */
+export const CLIENT_READING_MS = 250;
+/**
+ * How long a deletion waits, after the client is gone from Redis, before it answers: every
+ * reading that found the client has expired by then, whatever process holds it, with room left
+ * for the last answer to be written.
+ */
+export const DELETE_SETTLE_MS = 4 * CLIENT_READING_MS;
+/** The most clients one process keeps read (the oldest read is dropped first). */
+const KEPT_CLIENTS = 10_000;
+
 const CLIENT_ID = /^rfc_[A-Za-z0-9_-]{22}$/;
 
-const beginIssue = LuaScript.fromFile(new URL("./begin-issue.lua", import.meta.url));
 const deleteClient = LuaScript.fromFile(new URL("./delete-client.lua", import.meta.url));
 
+/** A client read from Redis and when the read began (monotonic ms, performance.now()). */
+interface Reading {
+  client: StoredClient;
+  readAt: number;
+}
+
+/** A client whose secret matched a reading of it; `fresh` says whether that reading still vouches. */
+export interface AuthenticatedClient {
+  client: OAuthClient;
+  /** True while the reading is younger than CLIENT_READING_MS: a token may be answered now. */
+  fresh(): boolean;
+}
+
 /**
- * OAuth clients in Redis: `client:{<client_id>}` (hash) and its in-flight counter. The secret is
- * a 256-bit random value kept as a keyed hash: a fast check, since its entropy needs no slow hash.
+ * OAuth clients in Redis: `client:{<client_id>}` (hash). The secret is a 256-bit random value
+ * kept as a keyed hash: a fast check, since its entropy needs no slow hash.
+ *
+ * No token is answered after the deletion of its client has answered: each process keeps the
+ * clients it read for CLIENT_READING_MS at most, counted from the start of the read, and answers a
+ * token only within that time (the grant reads the client again when signing took longer); a
+ * deletion removes the client, then waits DELETE_SETTLE_MS before it answers. A reading that found
+ * the client began before the removal, so it has expired before the deletion answers, on every
+ * instance and worker, with no lease or announcement to take, give back or miss. A successful
+ * token costs one HGETALL per client, process and CLIENT_READING_MS / 2, and no write.
  */
 export class ClientStore {
+  private readonly kept = new Map<string, Reading>();
+  /** Reads under way, so concurrent callers of one client share one round trip. */
+  private readonly reading = new Map<string, Promise<Reading | undefined>>();
+
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly secrets: Secrets,
-    /** Where a lease is given back after the answer (see Registry.afterAnswer). */
-    private readonly afterAnswer: RedisClient = redis,
+    /** Monotonic milliseconds; tests move it to make signing seem slow. */
+    private readonly clock: () => number = () => performance.now(),
   ) {}
 
-  private key(clientId: string, ...suffix: string[]): string {
-    return this.keys.key("client", clientId, ...suffix);
+  private key(clientId: string): string {
+    return this.keys.key("client", clientId);
   }
 
   async create(
@@ -61,61 +100,92 @@ export class ClientStore {
     return { client, secret };
   }
 
-  /** The client, if its fields are those of a client and the secret is its own (constant time). */
-  private authenticate(
-    clientId: string,
-    secret: string,
-    h: Record<string, string> | undefined,
-  ): OAuthClient | undefined {
-    const found = h === undefined ? undefined : decodeClient(clientId, h);
-    const ok = this.secrets.matches(CLIENT_SECRET_PURPOSE, secret, found?.secretHash ?? "0".repeat(64));
-    if (found === undefined || !ok) return undefined;
-    const { secretHash: _hash, ...client } = found;
-    return client;
-  }
-
   /**
-   * Runs `issue` under a lease that deletion waits for, with the client when `secret` is its own
-   * (else undefined); answers undefined without calling it when the client does not exist (any
-   * more). One round trip (begin-issue.lua reads the client as it takes the lease); the lease is
-   * given back after `issue`, off the answer path: a deletion waits for it all the same.
+   * The client, when it exists and `secret` is its own (compared in constant time), from a
+   * reading that vouches for it now; undefined otherwise.
    */
-  async whileExists<T>(
-    clientId: string,
-    secret: string,
-    issue: (client: OAuthClient | undefined) => Promise<T>,
-  ): Promise<T | undefined> {
-    if (!CLIENT_ID.test(clientId)) return undefined;
-    const inflight = this.key(clientId, "inflight");
-    const flat = (await beginIssue.run(this.redis, [this.key(clientId), inflight], [])) as string[] | 0;
-    if (flat === 0) return undefined;
-    const h: Record<string, string> = {};
-    for (let i = 0; i + 1 < flat.length; i += 2) h[flat[i] as string] = flat[i + 1] as string;
-    try {
-      return await issue(this.authenticate(clientId, secret, h));
-    } finally {
-      // A lease not given back (Redis away) expires with the counter, 30 s after it was taken.
-      void this.afterAnswer.decr(inflight).catch(() => undefined);
+  async authenticate(clientId: string, secret: string): Promise<AuthenticatedClient | undefined> {
+    if (!CLIENT_ID.test(clientId)) {
+      this.secrets.matches(CLIENT_SECRET_PURPOSE, secret, UNKNOWN_HASH);
+      return undefined;
     }
+    const reading = await this.read(clientId);
+    const ok = this.secrets.matches(
+      CLIENT_SECRET_PURPOSE,
+      secret,
+      reading?.client.secretHash ?? UNKNOWN_HASH,
+    );
+    if (reading === undefined || !ok) return undefined;
+    const { secretHash: _hash, ...client } = reading.client;
+    const { readAt } = reading;
+    return { client, fresh: () => this.clock() - readAt < CLIENT_READING_MS };
   }
 
   /**
-   * Deletes a client of the app and returns once no token of it is being issued any more (at
-   * most `waitMs`); false when the app has no such client.
+   * Deletes a client of the app and answers once no process may answer a token of it any more
+   * (DELETE_SETTLE_MS after the removal); false, at once, when the app has no such client.
    */
-  async delete(appId: string, clientId: string, waitMs = 5_000): Promise<boolean> {
+  async delete(appId: string, clientId: string): Promise<boolean> {
     if (!CLIENT_ID.test(clientId)) return false;
-    const inflight = this.key(clientId, "inflight");
-    let pending = Number(await deleteClient.run(this.redis, [this.key(clientId), inflight], [appId]));
-    if (pending < 0) return false;
-    const until = Date.now() + waitMs;
-    while (pending > 0 && Date.now() < until) {
-      await new Promise((r) => setTimeout(r, 5));
-      pending = Number((await this.redis.get(inflight)) ?? "0");
-    }
+    const removed = Number(await deleteClient.run(this.redis, [this.key(clientId)], [appId]));
+    if (removed !== 1) return false;
+    this.kept.delete(clientId);
+    await new Promise((resolve) => setTimeout(resolve, DELETE_SETTLE_MS));
     return true;
   }
+
+  /**
+   * A reading of the client young enough to vouch for a token, kept or read now; one read of a
+   * kept client starts once half of its time is gone, off the answer path, so a busy client is
+   * never waited for.
+   */
+  private async read(clientId: string): Promise<Reading | undefined> {
+    const kept = this.kept.get(clientId);
+    const age = kept === undefined ? Infinity : this.clock() - kept.readAt;
+    if (kept !== undefined && age < CLIENT_READING_MS) {
+      if (age >= CLIENT_READING_MS / 2) void this.readFromRedis(clientId).catch(() => undefined);
+      return kept;
+    }
+    return this.readFromRedis(clientId);
+  }
+
+  private readFromRedis(clientId: string): Promise<Reading | undefined> {
+    const under = this.reading.get(clientId);
+    if (under !== undefined) return under;
+    const readAt = this.clock();
+    const reading = this.redis
+      .hgetall(this.key(clientId))
+      .then((h) => {
+        const client = decodeClient(clientId, h);
+        if (client === undefined) {
+          this.kept.delete(clientId);
+          return undefined;
+        }
+        const read = { client, readAt };
+        this.keep(clientId, read);
+        return read;
+      })
+      .finally(() => {
+        this.reading.delete(clientId);
+      });
+    this.reading.set(clientId, reading);
+    return reading;
+  }
+
+  private keep(clientId: string, read: Reading): void {
+    const before = this.kept.get(clientId);
+    if (before !== undefined && before.readAt > read.readAt) return;
+    this.kept.delete(clientId);
+    if (this.kept.size >= KEPT_CLIENTS) {
+      const oldest = this.kept.keys().next();
+      if (oldest.done !== true) this.kept.delete(oldest.value);
+    }
+    this.kept.set(clientId, read);
+  }
 }
+
+/** Compared against when there is no client, so that an unknown client costs the same time. */
+const UNKNOWN_HASH = "0".repeat(64);
 
 function decodeClient(clientId: string, h: Record<string, string>): StoredClient | undefined {
   if (h.secret_hash === undefined) return undefined;

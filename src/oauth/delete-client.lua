@@ -1,5 +1,5 @@
--- Deletes a client of one app. KEYS: 1 client hash, 2 in-flight counter. ARGV[1]: app id.
--- Returns -1 when the app has no such client, else the tokens being issued right now.
-if redis.call('HGET', KEYS[1], 'app_id') ~= ARGV[1] then return -1 end
+-- Deletes a client of one app. KEYS: 1 client hash. ARGV[1]: app id.
+-- Returns 1 when deleted, 0 when the app has no such client.
+if redis.call('HGET', KEYS[1], 'app_id') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
-return tonumber(redis.call('GET', KEYS[2]) or '0')
+return 1

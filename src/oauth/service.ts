@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { badInput, RingfenceError } from "../errors.js";
-import type { Handlers } from "../rpc/binding.js";
+import { noStore, type Handlers } from "../rpc/binding.js";
 import { appOf } from "../apps/store.js";
 import type { OAuthServiceService } from "../gen/ringfence/oauth/v1/oauth_service.js";
 import { SCOPE } from "../apps/app.js";
@@ -8,7 +8,7 @@ import { httpUrlField } from "../net/validate.js";
 import type { AppStore } from "../apps/store.js";
 import type { AppEvents } from "../apps/webhooks.js";
 import { GRANT_TYPES, type ClientStore } from "./clients.js";
-import { clientCredentialsGrant, type TokenDeps } from "./client-credentials.js";
+import { clientCredentialsGrant, type TokenDeps } from "./grant.js";
 
 export interface OAuthDeps extends TokenDeps {
   apps: AppStore;
@@ -54,7 +54,8 @@ export function oauthHandlers(
         scopes: client.scopes,
         grant_types: client.grantTypes,
       });
-      ctx.setHeader("cache-control", "no-store");
+      // The answer holds the client's secret.
+      noStore(ctx);
       return {
         clientId: client.clientId,
         clientSecret: secret,

@@ -15,7 +15,7 @@ import {
   type AppWebhook,
 } from "../../src/apps/webhooks.js";
 import { oauthHandlers } from "../../src/oauth/service.js";
-import { AuthFailures } from "../../src/oauth/client-credentials.js";
+import { TokenFailures } from "../../src/oauth/failures.js";
 import { OutboundGuard } from "../../src/net/outbound.js";
 
 /** The receivers of these tests live on loopback. */
@@ -547,7 +547,7 @@ describe("app webhooks", () => {
       const unbound = oauthHandlers({
         apps: r.apps,
         clients: r.clients,
-        failures: new AuthFailures(r.redis, r.redis, r.keys, { perClient: null, perAddress: null }),
+        failures: new TokenFailures(r.redis, r.keys, { perClient: null, perAddress: null }),
         keys: r.signingKeys,
         issuer: app.config.ISSUER_URL,
         lifetimeSeconds: app.config.ACCESS_TOKEN_TTL_SECONDS,

@@ -2,17 +2,18 @@ import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { Keys } from "../../src/redis/client.js";
-import { AuthFailures, WAIT_POLL_MS, type AddressAttempt } from "../../src/oauth/client-credentials.js";
-import { RingfenceError } from "../../src/errors.js";
+import { TokenFailures } from "../../src/oauth/failures.js";
+import type { WindowRule } from "../../src/otp/code.js";
 import { testRedisUrl } from "../support/hooks.js";
-import { commandsDuring, waitFor } from "../support/redis.js";
+import { commandsDuring } from "../support/redis.js";
 
 /**
- * The line of token attempts waiting for a place of one address (TOKEN_FAILURES_IP): an attacker
- * who fills it from one address gets 429 at once past its length, and a long line costs Redis
- * what one waiter costs.
+ * Failed client authentications at the token endpoint (TOKEN_FAILURES_CLIENT, TOKEN_FAILURES_IP),
+ * counted on the failure path only: concurrent failures, from any number of processes, get at
+ * most the limit's worth of 401 between them, and a flood of them from a full window costs Redis
+ * nothing each.
  */
-describe("token attempts waiting for a place of their address", () => {
+describe("failed token attempts in their windows", () => {
   const conns: Redis[] = [];
   const connect = () => {
     const r = new Redis(testRedisUrl());
@@ -23,60 +24,50 @@ describe("token attempts waiting for a place of their address", () => {
     for (const c of conns.splice(0)) c.disconnect();
   });
 
-  function failures(maxWaiting: number) {
-    const redis = connect();
+  /** `processes` failure counters on connections of their own, over one key prefix. */
+  function processes(n: number, rules: { perClient: WindowRule; perAddress: WindowRule }) {
     const keys = new Keys(`att${randomBytes(4).toString("hex")}:`);
-    const rules = { perClient: null, perAddress: { limit: 1, windowSeconds: 60 } };
-    return new AuthFailures(redis, redis, keys, rules, maxWaiting);
+    return Array.from({ length: n }, () => new TokenFailures(connect(), keys, rules));
   }
 
-  /** Ends `holder`'s attempt and each one its place passes to, as they get it; all must get one. */
-  async function passAlong(holder: AddressAttempt, waiting: Promise<AddressAttempt>[]): Promise<void> {
-    const left = new Map(waiting.map((p, i) => [i, p.then((attempt) => ({ i, attempt }))]));
-    let current = holder;
-    while (left.size > 0) {
-      await current.succeed();
-      const next = await Promise.race(left.values());
-      left.delete(next.i);
-      current = next.attempt;
+  /** How many of `n` concurrent failures, spread over `counters`, were let through to a 401. */
+  async function allowed(
+    counters: TokenFailures[],
+    n: number,
+    clientId: string | undefined,
+    address: string,
+  ) {
+    const answers = await Promise.all(
+      Array.from({ length: n }, (_, i) => counters[i % counters.length]!.failed(clientId, address)),
+    );
+    for (const refusal of answers.filter((a) => a !== undefined)) {
+      expect(refusal.code).to.equal("too_many_attempts");
+      expect(Number(refusal.headers["retry-after"])).to.be.within(1, 61);
     }
-    await current.succeed();
+    return answers.filter((a) => a === undefined).length;
   }
 
-  it("refuses an attempt past the line's length with 429 at once, and gives each waiter a place", async () => {
-    const f = failures(3);
-    const holder = await f.beginAttempt("198.51.100.7");
-    const line = [1, 2, 3].map(() => f.beginAttempt("198.51.100.7"));
-    // Each looks in Redis once before it joins the line: a busy machine takes its time.
-    await waitFor(() => Promise.resolve(f.waitingFrom("198.51.100.7") === 3));
-    let refused: unknown;
-    try {
-      await f.beginAttempt("198.51.100.7");
-    } catch (err) {
-      refused = err;
-    }
-    expect(refused).to.be.instanceOf(RingfenceError);
-    expect((refused as RingfenceError).code).to.equal("too_many_attempts");
-    // Another address has a line of its own.
-    await (await f.beginAttempt("203.0.113.9")).succeed();
-    await passAlong(holder, line);
+  it("lets exactly TOKEN_FAILURES_IP failures of 60 concurrent ones from two processes through", async () => {
+    const two = processes(2, { perClient: null, perAddress: { limit: 5, windowSeconds: 60 } });
+    expect(await allowed(two, 60, undefined, "198.51.100.7")).to.equal(5);
+    // Another address has a window of its own.
+    expect(await allowed(two, 1, undefined, "203.0.113.9")).to.equal(1);
   });
 
-  it("looks in Redis from the first in line only, whatever the line's length", async () => {
-    const f = failures(256);
-    const holder = await f.beginAttempt("198.51.100.8");
-    const line = Array.from({ length: 20 }, () => f.beginAttempt("198.51.100.8"));
-    await waitFor(() => Promise.resolve(f.waitingFrom("198.51.100.8") === 20));
-    const started = Date.now();
-    const seen = await commandsDuring(
-      testRedisUrl(),
-      () => new Promise((resolve) => setTimeout(resolve, 200)),
+  it("lets exactly TOKEN_FAILURES_CLIENT failures of 60 concurrent ones, from many addresses, through", async () => {
+    const two = processes(2, { perClient: { limit: 3, windowSeconds: 60 }, perAddress: null });
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => two[i % 2]!.failed("rfc_someone", `198.51.100.${i + 1}`)),
     );
-    const watchedMs = Date.now() - started;
-    const looks = seen.filter((args) => ["evalsha", "eval"].includes((args[0] ?? "").toLowerCase()));
-    // One look per WAIT_POLL_MS at most from the first in line, over however long the machine
-    // took to watch (about 40 in 200 ms); every waiter looking would be 20 times that.
-    expect(looks.length).to.be.at.most(Math.ceil(watchedMs / WAIT_POLL_MS) + 1);
-    await passAlong(holder, line);
+    expect(answers.filter((a) => a === undefined)).to.have.length(3);
+  });
+
+  it("refuses failures meeting a window it saw full without a Redis command, until a place frees", async () => {
+    const [one] = processes(1, { perClient: null, perAddress: { limit: 2, windowSeconds: 60 } });
+    expect(await allowed([one!], 3, undefined, "198.51.100.8")).to.equal(2);
+    const seen = await commandsDuring(testRedisUrl(), async () => {
+      expect(await allowed([one!], 50, undefined, "198.51.100.8")).to.equal(0);
+    });
+    expect(seen).to.deep.equal([]);
   });
 });

@@ -1,0 +1,124 @@
+import { randomUUID } from "node:crypto";
+import { quote, RingfenceError } from "../errors.js";
+import { noStore, type CallContext } from "../rpc/binding.js";
+import { signAccessToken, type SigningKeys } from "./keys/signing-keys.js";
+import {
+  authenticateClient,
+  clientAuthFailed,
+  readCredentials,
+  type ClientAuthDeps,
+  type ClientCredentials,
+} from "./client-auth.js";
+import type { AuthenticatedClient } from "./clients.js";
+
+export interface TokenDeps extends ClientAuthDeps {
+  keys: SigningKeys;
+  issuer: string;
+  lifetimeSeconds: number;
+  now?: () => number;
+}
+
+export interface TokenAnswer {
+  accessToken: string;
+  tokenType: "Bearer";
+  expiresIn: number;
+  scope: string;
+}
+
+const FORM = "application/x-www-form-urlencoded";
+/** Readings of a client tried before the token is given up (each found it, but came too late). */
+const MAX_READINGS = 3;
+
+/**
+ * POST /v1/session/oauth/token with grant_type=client_credentials (RFC 6749 section 4.4): read
+ * the form and the client's credentials (section 2.3.1), check the grant type and the scope's
+ * syntax, authenticate the client, check that it may use this grant and these scopes, sign.
+ */
+export async function clientCredentialsGrant(
+  deps: TokenDeps,
+  body: { contentType: string; data: Buffer },
+  ctx: CallContext,
+): Promise<TokenAnswer> {
+  // Answers holding tokens or credentials are never cached; errors too.
+  noStore(ctx);
+
+  const mediaType = body.contentType.split(";")[0]?.trim().toLowerCase() ?? "";
+  if (mediaType !== FORM) throw new RingfenceError("invalid_request", `Content-Type must be ${FORM}`);
+  const form = readForm(body.data);
+  const credentials = readCredentials(ctx, form);
+  const grantType = form.get("grant_type");
+  if (grantType === undefined) throw new RingfenceError("invalid_request", "grant_type is required");
+  if (grantType !== "client_credentials") {
+    throw new RingfenceError("unsupported_grant_type", `grant_type ${quote(grantType)} is not supported`);
+  }
+  const requested = readScope(form.get("scope"));
+
+  const authenticated = await authenticateClient(deps, credentials, ctx);
+  const { client } = authenticated;
+  if (!client.grantTypes.includes("client_credentials")) {
+    throw new RingfenceError("unauthorized_client", "this client may not use the client_credentials grant");
+  }
+  const unknown = requested.find((s) => !client.scopes.includes(s));
+  if (unknown !== undefined) {
+    throw new RingfenceError("invalid_scope", `scope ${quote(unknown)} is not registered for this client`);
+  }
+
+  const iat = Math.floor((deps.now ?? Date.now)() / 1000);
+  const scope = requested.join(" ");
+  const accessToken = await signAccessToken(deps.keys, {
+    iss: deps.issuer,
+    sub: client.clientId,
+    // RFC 9068 section 2.2: the client the token was issued to. Session tokens never carry it.
+    client_id: client.clientId,
+    aud: client.appId,
+    app_id: client.appId,
+    scope,
+    iat,
+    exp: iat + deps.lifetimeSeconds,
+    jti: randomUUID(),
+  });
+  await stillVouched(deps, authenticated, credentials, ctx);
+  return { accessToken, tokenType: "Bearer", expiresIn: deps.lifetimeSeconds, scope };
+}
+
+/**
+ * Answers only while a reading of the client vouches for it (see ClientStore): when signing
+ * took longer, the client is read again, so a client deleted meanwhile gets no token.
+ */
+async function stillVouched(
+  deps: TokenDeps,
+  authenticated: AuthenticatedClient,
+  credentials: ClientCredentials,
+  ctx: CallContext,
+): Promise<void> {
+  let current: AuthenticatedClient | undefined = authenticated;
+  for (let readings = 1; current !== undefined && !current.fresh(); readings += 1) {
+    if (readings >= MAX_READINGS) {
+      throw new RingfenceError("unavailable", "the client could not be read in time; try again", {
+        "retry-after": "1",
+      });
+    }
+    current = await deps.clients.authenticate(credentials.clientId ?? "", credentials.secret ?? "");
+  }
+  if (current === undefined) throw await clientAuthFailed(deps, credentials, ctx);
+}
+
+/** The form's parameters; RFC 6749 section 3.2: none may be given more than once. */
+function readForm(data: Buffer): Map<string, string> {
+  const params = new URLSearchParams(data.toString("utf8"));
+  const form = new Map<string, string>();
+  for (const [k, v] of params) {
+    if (form.has(k)) throw new RingfenceError("invalid_request", `parameter ${k} is given more than once`);
+    form.set(k, v);
+  }
+  return form;
+}
+
+/** RFC 6749 section 3.3: scope-tokens separated by single spaces; omitted grants none. */
+function readScope(scope: string | undefined): string[] {
+  if (scope === undefined || scope === "") return [];
+  if (!/^[\x21\x23-\x5B\x5D-\x7E]+( [\x21\x23-\x5B\x5D-\x7E]+)*$/.test(scope)) {
+    throw new RingfenceError("invalid_scope", "scope must be scope tokens separated by single spaces");
+  }
+  return [...new Set(scope.split(" "))];
+}
