@@ -177,10 +177,10 @@ describe("WORKERS: several processes serving the same ports", function () {
     const stopWatching = await watchCommands(redis.url, (args) => {
       const [command = "", ...rest] = args;
       const cmd = command.toLowerCase();
-      // A pass starts with a SCAN at cursor 0, or reads the hold index.
+      // A pass starts with a SCAN at cursor 0, or reads the hold index (its script's ZRANGE).
       if (cmd === "scan" && rest[0] === "0" && rest[2] === `${prefix}acct:{*}`) passes.apiKeyIndex += 1;
       if (cmd === "scan" && rest[0] === "0" && rest[2] === `${prefix}whpending:{*}`) passes.webhookSweep += 1;
-      if (cmd === "smembers" && rest[0] === `${prefix}holds:{index}`) passes.holdRecovery += 1;
+      if (cmd === "zrange" && rest[0] === `${prefix}holds:{index}:listed`) passes.holdRecovery += 1;
     });
     try {
       const quiet = { SMS_HOLD_RECOVERY_INTERVAL_MS: "0", WEBHOOK_SWEEP_INTERVAL_MS: "0" };

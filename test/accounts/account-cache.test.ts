@@ -59,10 +59,13 @@ describe("accounts kept in the process", () => {
       });
 
     it("makes a lookup one round trip: its number's data, no account read, while nothing changes", async () => {
-      expect((await lookup()).status).to.equal(200);
+      const readFrom = await freshRead();
       const seen = await commandsDuring(testRedisUrl(), async () => {
         for (let i = 0; i < 10; i += 1) expect((await lookup()).status).to.equal(200);
       });
+      // The kept account is read again once per ACCOUNT_MAX_AGE_MS at most: none while the ten
+      // lookups end within that age of the read, as they do unless the machine is very busy.
+      const rereads = Math.floor((Date.now() - readFrom) / ACCOUNT_MAX_AGE_MS);
       const keys = new Keys(app.config.REDIS_KEY_PREFIX);
       const numberKey = keys.key("num", FR_MOBILE);
       const accountKey = keys.key("acct", customer.uuid);
@@ -70,7 +73,7 @@ describe("accounts kept in the process", () => {
       expect(touching(numberKey).map((args) => args[0]?.toLowerCase())).to.deep.equal(
         Array.from({ length: 10 }, () => "hgetall"),
       );
-      expect(touching(accountKey), "the account is not read again").to.deep.equal([]);
+      expect(touching(accountKey), "the account is not read again").to.have.length.at.most(rereads);
     });
 
     /** Lookups until one reads the account from Redis: the kept account is fresh from its start. */

@@ -150,8 +150,13 @@ async function setUp(redis: RedisServer) {
   return { app, mix, healthStatus, close };
 }
 
-/** Every answer is a 503 (gRPC UNAVAILABLE) with Retry-After, in the body dialect of its family. */
-function expectUnavailable(answers: Answer[]) {
+/**
+ * Every answer is a 503 (gRPC UNAVAILABLE) with Retry-After, in the body dialect of its family.
+ * `justFrozen`: Redis froze a moment ago, so a token may still be answered from a reading of its
+ * client younger than CLIENT_READING_MS (src/oauth/clients.ts), which vouches for it without Redis.
+ */
+function expectUnavailable(answers: Answer[], justFrozen = false) {
+  if (justFrozen) answers = answers.filter((a) => a.call !== "rest token" || a.status !== 200);
   for (const a of answers) {
     expect(a.status, `${a.call}: ${JSON.stringify(a.body)}`).to.equal(503);
     expect(a.retryAfter, `${a.call} Retry-After`).to.match(/^\d+$/);
@@ -160,7 +165,8 @@ function expectUnavailable(answers: Answer[]) {
   expect(by("rest lookup")).to.include({ code: "internal_server_error" });
   expect(by("rest send")).to.include({ code: "internal_server_error" });
   expect(by("rest login")).to.include({ code: "unavailable" });
-  expect(by("rest token")).to.include({ error: "temporarily_unavailable" });
+  if (by("rest token") !== undefined)
+    expect(by("rest token")).to.include({ error: "temporarily_unavailable" });
 }
 
 /** What a working service answers to the mix (the check is of an unknown authentication). */
@@ -195,8 +201,9 @@ describe("when Redis stops answering", function () {
       redis.pause();
       // Load while frozen: several rounds at once, none may be a 500.
       const rounds = await Promise.all([s.mix(), s.mix(), s.mix()]);
-      for (const r of rounds) expectUnavailable(r);
+      for (const r of rounds) expectUnavailable(r, true);
       await waitFor(async () => (await s.healthStatus()) === "NOT_SERVING", 5_000);
+      // By now every reading of the client is too old to vouch: the token is refused too.
       expect((await fetch(`${s.app.baseUrl}/readyz`)).status).to.equal(503);
       expectUnavailable(await s.mix());
       redis.resume();
