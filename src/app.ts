@@ -12,8 +12,8 @@ import { RedisLookupData } from "./lookup/lookup-data.js";
 import { lookupHandlers } from "./lookup/service.js";
 import { preloadNumberData } from "./lookup/numbers.js";
 import { LookupServiceService } from "./gen/ringfence/lookup/v1/lookup_service.js";
-import { bindService, type Authenticator, type ServiceBinding } from "./rpc/binding.js";
-import { CALLERS, SUCCESS_STATUSES, type CallerKind } from "./rpc/surface.js";
+import { bindService, type ServiceBinding } from "./rpc/binding.js";
+import { CALLERS, SUCCESS_STATUSES } from "./rpc/surface.js";
 import { loadContract } from "./rpc/contract.js";
 import { startGrpc } from "./grpc/server.js";
 import { blockList } from "./net/cidr.js";
@@ -261,9 +261,10 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
   return [
     bindService(VerifyServiceService, verifyHandlers(engine), {
       ...v1ServiceOptions(r.config, "verify"),
-      authenticators: {
-        ...authenticatorsOf(CALLERS["ringfence.verify.v1.VerifyService"], { account: customer }),
-        // A read-back names no customer: the key alone finds the account.
+      callers: CALLERS["ringfence.verify.v1.VerifyService"],
+      authenticators: { account: customer },
+      // A read-back names no customer: the key alone finds the account.
+      methodAuthenticators: {
         getAuthentication: keyFailures.guard(apiKeyAuthenticator(r.accountCache, r.secrets)),
       },
     }),
@@ -276,10 +277,11 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       {
         dialect: "session",
         successStatuses: SUCCESS_STATUSES["ringfence.session.v1.SessionService"],
-        authenticators: authenticatorsOf(CALLERS["ringfence.session.v1.SessionService"], {
+        callers: CALLERS["ringfence.session.v1.SessionService"],
+        authenticators: {
           session: user,
           app,
-        }),
+        },
       },
     ),
     bindService(
@@ -293,10 +295,11 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       {
         dialect: "session",
         successStatuses: SUCCESS_STATUSES["ringfence.stepup.v1.StepUpService"],
-        authenticators: authenticatorsOf(CALLERS["ringfence.stepup.v1.StepUpService"], {
+        callers: CALLERS["ringfence.stepup.v1.StepUpService"],
+        authenticators: {
           session: user,
           app,
-        }),
+        },
       },
     ),
     bindService(
@@ -322,47 +325,33 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
         successStatuses: SUCCESS_STATUSES["ringfence.oauth.v1.OAuthService"],
         // The token endpoint authenticates its client as part of the grant (RFC 6749 section
         // 2.3, with its failure windows): createToken has no caller before it.
-        authenticators: authenticatorsOf(CALLERS["ringfence.oauth.v1.OAuthService"], { app }),
+        callers: CALLERS["ringfence.oauth.v1.OAuthService"],
+        authenticators: { app },
       },
     ),
     bindService(VerificationServiceService, verificationHandlers(engine), {
       dialect: "v2",
-      authenticators: authenticatorsOf(CALLERS["ringfence.verify.v2.VerificationService"], {
+      callers: CALLERS["ringfence.verify.v2.VerificationService"],
+      authenticators: {
         account: bearer,
-      }),
+      },
     }),
     bindService(LookupV2Service, lookupV2Handlers(lookup), {
       dialect: "v2",
-      authenticators: authenticatorsOf(CALLERS["ringfence.lookup.v2.LookupService"], { account: bearer }),
+      callers: CALLERS["ringfence.lookup.v2.LookupService"],
+      authenticators: { account: bearer },
     }),
     bindService(LookupServiceService, lookupHandlers(lookup), {
       ...v1ServiceOptions(r.config, "lookup"),
-      authenticators: authenticatorsOf(CALLERS["ringfence.lookup.v1.LookupService"], {
+      callers: CALLERS["ringfence.lookup.v1.LookupService"],
+      authenticators: {
         // A lookup names its customer in a header: GET has no body.
         account: keyFailures.guard(
           customerAuthenticator(r.accountCache, r.secrets, (_req, ctx) => ctx.header("customer-uuid")),
         ),
-      }),
+      },
     }),
   ];
-}
-
-/**
- * The authenticator of each method `declared` gives a caller to (src/rpc/surface.ts), from the
- * service's authenticator of each kind; a kind the service has no authenticator for is a wiring
- * mistake and fails at start.
- */
-function authenticatorsOf<M extends string>(
-  declared: Readonly<Record<M, CallerKind>>,
-  by: Partial<Record<CallerKind, Authenticator>>,
-): Record<M, Authenticator> {
-  const out = {} as Record<M, Authenticator>;
-  for (const [method, kind] of Object.entries(declared) as [M, CallerKind][]) {
-    const authenticate = by[kind];
-    if (authenticate === undefined) throw new Error(`${method}: no ${kind} authenticator`);
-    out[method] = authenticate;
-  }
-  return out;
 }
 
 export interface RunningApp {

@@ -106,9 +106,5 @@ export function bodyCustomerUuid(request: unknown): string | undefined {
 
 /** The account of a V1 call (put on the context by a customer or API-key authenticator). */
 export function accountOf(ctx: CallContext): StoredAccount {
-  return callerOf(
-    ctx,
-    (c): c is StoredAccount => typeof c === "object" && c !== null && "apiKeyHash" in c,
-    "account",
-  );
+  return callerOf(ctx, "account");
 }

@@ -103,9 +103,5 @@ export class AppStore {
 
 /** The app of a management call (put on the context by `AppStore.managementKey`). */
 export function appOf(ctx: CallContext): StoredApp {
-  return callerOf(
-    ctx,
-    (c): c is StoredApp => typeof c === "object" && c !== null && "managementKeyHash" in c,
-    "app",
-  );
+  return callerOf(ctx, "app");
 }

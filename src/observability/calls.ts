@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import { RingfenceError, type ErrorCode } from "../errors.js";
 import { addLogFields } from "../log.js";
+import type { Caller } from "../rpc/callers.js";
 
 /** The transport a call came in on: gRPC, or REST through the built-in gateway. */
 export type Transport = "grpc" | "http";
@@ -99,12 +100,9 @@ export function requestIdOf(incoming: string | undefined): string {
 }
 
 /** A caller's identity for logs: accounts by customer uuid, apps and sessions by app id. */
-export function callerIdentity(caller: unknown): string | undefined {
-  if (caller === null || typeof caller !== "object") return undefined;
-  const c = caller as { customerUuid?: unknown; appId?: unknown };
-  if (typeof c.customerUuid === "string") return `customer:${c.customerUuid}`;
-  if (typeof c.appId === "string") return `app:${c.appId}`;
-  return undefined;
+export function callerIdentity(caller: Caller | undefined): string | undefined {
+  if (caller === undefined) return undefined;
+  return caller.kind === "account" ? `customer:${caller.who.customerUuid}` : `app:${caller.who.appId}`;
 }
 
 /** Milliseconds since `start` (a `process.hrtime.bigint()` reading). */

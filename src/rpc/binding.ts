@@ -12,6 +12,8 @@ import {
   type CallRecord,
   type Transport,
 } from "../observability/calls.js";
+import type { Caller, CallerTypes } from "./callers.js";
+import type { CallerKind } from "./surface.js";
 
 /** What a handler sees of the call, whichever transport carried it. */
 export interface CallContext {
@@ -22,10 +24,10 @@ export interface CallContext {
   /** The caller's IP address as the transport saw it (behind a trusted proxy: the client it saw). */
   readonly clientAddress?: string | undefined;
   /**
-   * Who calls, as the binding's authenticator of the method found it (an account, an app, a
-   * session); undefined for a method that declares none. Read it with `callerOf`.
+   * Who calls, as the binding's authentication chain of the method's caller kind found it;
+   * undefined for a public method. Read it with `callerOf`.
    */
-  readonly caller?: unknown;
+  readonly caller?: Caller | undefined;
   /** The call's request id (the caller's `x-request-id`, or one made for it), for logs. */
   readonly requestId: string;
   /** When the caller stops waiting (epoch ms): its gRPC deadline or `grpc-timeout`; none if unset. */
@@ -39,13 +41,17 @@ export interface CallContext {
 export type Authenticator<C = unknown> = (ctx: CallContext, request: unknown) => Promise<C>;
 
 /**
- * The caller the binding put on the context, checked to be of the kind `is` accepts; throws when
- * the binding declares no authenticator of that kind for the method (a wiring mistake).
+ * The caller of `kind` the binding put on the context; throws when the method declares another
+ * kind, or none, in src/rpc/surface.ts (a wiring mistake).
  */
-export function callerOf<C>(ctx: CallContext, is: (caller: unknown) => caller is C, kind: string): C {
-  if (!is(ctx.caller)) throw new Error(`no ${kind} on the call: declare its authenticator for the method`);
-  return ctx.caller;
+export function callerOf<K extends CallerKind>(ctx: CallContext, kind: K): CallerTypes[K] {
+  const caller = ctx.caller;
+  if (caller?.kind !== kind) throw new Error(`no ${kind} caller on the call: declare it for the method`);
+  return caller.who as CallerTypes[K];
 }
+
+/** One authentication chain for each kind of caller a service's methods declare. */
+export type AuthenticatorsByKind = { readonly [K in CallerKind]?: Authenticator<CallerTypes[K]> };
 
 export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res>;
 
@@ -67,8 +73,8 @@ export interface ServiceBinding {
   readonly guard: () => void;
   /** The HTTP status of a method's success, when it is not 200 (201 created, 204 no content). */
   readonly successStatus: (method: string) => 201 | 204 | undefined;
-  /** Who may call a method: its authenticator, or undefined for a public method. */
-  readonly authenticatorOf: (method: string) => Authenticator | undefined;
+  /** Who may call a method: the chain of its caller kind, or undefined for a public method. */
+  readonly authenticatorOf: (method: string) => Authenticator<Caller> | undefined;
   readonly handlers: Readonly<Record<string, UnaryHandler<unknown, unknown>>>;
 }
 
@@ -83,12 +89,23 @@ export function bindService<S extends ServiceDefinition>(
     guard?: () => void;
     /** Success statuses other than 200, declared here rather than set by handlers. */
     successStatuses?: Partial<Record<keyof S & string, 201 | 204>>;
-    /** The authenticator of each method that has a caller; the others are public. */
-    authenticators?: Partial<Record<keyof S & string, Authenticator>>;
+    /** The caller kind of each method that has one (src/rpc/surface.ts); the others are public. */
+    callers?: Readonly<Partial<Record<keyof S & string, CallerKind>>>;
+    /** The chain of each kind `callers` names; a kind without one fails here, at start. */
+    authenticators?: AuthenticatorsByKind;
+    /** A method whose caller of its kind is found another way (the V1 read-back: its key alone). */
+    methodAuthenticators?: Partial<Record<keyof S & string, Authenticator<CallerTypes[CallerKind]>>>;
   },
 ): ServiceBinding {
   const first = Object.values(definition)[0];
   if (first === undefined) throw new Error("a service without methods cannot be served");
+  const chains = new Map<string, Authenticator<Caller>>();
+  for (const [method, kind] of Object.entries(options.callers ?? {}) as [string, CallerKind][]) {
+    const authenticate: Authenticator | undefined =
+      options.methodAuthenticators?.[method as keyof S & string] ?? options.authenticators?.[kind];
+    if (authenticate === undefined) throw new Error(`${method}: no ${kind} authenticator`);
+    chains.set(method, async (ctx, request) => ({ kind, who: await authenticate(ctx, request) }) as Caller);
+  }
   return {
     definition,
     serviceName: first.path.split("/")[1] ?? "",
@@ -96,7 +113,7 @@ export function bindService<S extends ServiceDefinition>(
     headers: options.headers ?? {},
     guard: options.guard ?? (() => undefined),
     successStatus: (method) => options.successStatuses?.[method],
-    authenticatorOf: (method) => options.authenticators?.[method],
+    authenticatorOf: (method) => chains.get(method),
     handlers,
   };
 }
@@ -210,7 +227,7 @@ async function run(
       headers[name.toLowerCase()] = value;
     },
   };
-  let caller: unknown;
+  let caller: Caller | undefined;
   let expiredOnArrival = false;
   try {
     const handler = binding.handlers[method];
@@ -267,7 +284,7 @@ function observe(
   binding: ServiceBinding,
   method: string,
   call: Incoming,
-  caller: unknown,
+  caller: Caller | undefined,
   notes: CallNotes,
   answer: Pick<CallRecord, "code" | "grpcStatus" | "httpStatus">,
   deadlineExpiredOnArrival = false,

@@ -111,9 +111,5 @@ export function sessionAuthenticator(deps: {
 
 /** The user and session of a call (put on the context by `sessionAuthenticator`). */
 export function userOf(ctx: CallContext): Caller {
-  return callerOf(
-    ctx,
-    (c): c is Caller => typeof c === "object" && c !== null && "sessionId" in c && "jti" in c,
-    "user session",
-  );
+  return callerOf(ctx, "session");
 }

@@ -21,6 +21,7 @@ import { OutboundGuard } from "../../src/net/outbound.js";
 /** The receivers of these tests live on loopback. */
 const LOOPBACK = new OutboundGuard("127.0.0.0/8");
 import { HTTP_STATUS_MARKER, type Authenticator, type CallContext } from "../../src/rpc/binding.js";
+import type { StoredApp } from "../../src/apps/app.js";
 import { WebhookOutbox } from "../../src/webhooks/outbox.js";
 import { verifyWebhook } from "../../src/webhooks/signature.js";
 import { outboxKeys, type WebhookEnvelope } from "../../src/webhooks/stream.js";
@@ -56,9 +57,10 @@ function fakeContext(headers: Record<string, string>): CallContext & { sent: Rec
 /** A handler called as its service binding calls it: the binding's authenticator first. */
 function asBound<Req, Res>(
   handler: (req: Req, ctx: CallContext) => Promise<Res>,
-  authenticate: Authenticator,
+  authenticate: Authenticator<StoredApp>,
 ): (req: Req, ctx: CallContext) => Promise<Res> {
-  return async (req, ctx) => handler(req, { ...ctx, caller: await authenticate(ctx, req) });
+  return async (req, ctx) =>
+    handler(req, { ...ctx, caller: { kind: "app", who: await authenticate(ctx, req) } });
 }
 
 async function rejection(p: Promise<unknown>): Promise<RingfenceError> {
