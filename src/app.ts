@@ -12,7 +12,7 @@ import { RedisLookupData } from "./lookup/lookup-data.js";
 import { lookupHandlers } from "./lookup/service.js";
 import { preloadNumberData } from "./lookup/numbers.js";
 import { LookupServiceService } from "./gen/ringfence/lookup/v1/lookup_service.js";
-import { bindService, type ServiceBinding } from "./rpc/binding.js";
+import { bindService, handlersOf, type ServiceBinding } from "./rpc/binding.js";
 import { CALLERS, SUCCESS_STATUSES } from "./rpc/surface.js";
 import { loadContract } from "./rpc/contract.js";
 import { startGrpc } from "./grpc/server.js";
@@ -52,15 +52,10 @@ import { TokenFailures } from "./oauth/failures.js";
 import { OAuthServiceService } from "./gen/ringfence/oauth/v1/oauth_service.js";
 import { SessionServiceService } from "./gen/ringfence/session/v1/session_service.js";
 import { StepUpServiceService } from "./gen/ringfence/stepup/v1/stepup_service.js";
-import {
-  APP_WEBHOOK_REF_KIND,
-  AppWebhooks,
-  appWebhookSecret,
-  createAppWebhookHandler,
-} from "./apps/webhooks.js";
+import { APP_WEBHOOK_REF_KIND, AppWebhooks, appWebhookSecret } from "./apps/webhooks.js";
 import { SecretResolvers } from "./webhooks/stream.js";
 import { KeyFailures } from "./accounts/key-failures.js";
-import { addAppScopeHandler } from "./apps/handlers.js";
+import { appHandlerSets } from "./apps/handlers.js";
 import { ACCOUNT_SECRET_KIND } from "./accounts/account.js";
 import { createEmailProvider, type EmailProvider } from "./messaging/email.js";
 import { UserStore } from "./session/users.js";
@@ -235,6 +230,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     lookupData: r.lookupData,
     apps: r.apps,
   });
+  const appSets = appHandlerSets({ apps: r.apps, webhooks: events, outbound: r.outbound });
   const keySet = new CachedKeySet(r.signingKeys);
   const session = {
     keySet,
@@ -270,10 +266,11 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     }),
     bindService(
       SessionServiceService,
-      {
-        ...sessionHandlers({ ...session, signingKeys: r.signingKeys }),
-        createAppWebhook: createAppWebhookHandler(events, r.outbound),
-      },
+      handlersOf(
+        SessionServiceService,
+        sessionHandlers({ ...session, signingKeys: r.signingKeys }),
+        appSets.session,
+      ),
       {
         dialect: "session",
         successStatuses: SUCCESS_STATUSES["ringfence.session.v1.SessionService"],
@@ -304,8 +301,9 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
     ),
     bindService(
       OAuthServiceService,
-      {
-        ...oauthHandlers({
+      handlersOf(
+        OAuthServiceService,
+        oauthHandlers({
           apps: r.apps,
           clients: r.clients,
           failures: new TokenFailures(r.redis, r.keys, {
@@ -317,8 +315,8 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
           lifetimeSeconds: r.config.ACCESS_TOKEN_TTL_SECONDS,
           events,
         }),
-        addAppScope: addAppScopeHandler(r.apps),
-      },
+        appSets.oauth,
+      ),
       {
         dialect: "session",
         methodDialects: { createToken: "oauth" },

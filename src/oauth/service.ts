@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { badInput, RingfenceError } from "../errors.js";
-import { noStore, type Handlers } from "../rpc/binding.js";
+import { noStore, type HandlerSet } from "../rpc/binding.js";
 import { appOf } from "../apps/store.js";
 import type { OAuthServiceService } from "../gen/ringfence/oauth/v1/oauth_service.js";
 import { SCOPE } from "../apps/app.js";
@@ -31,13 +31,14 @@ const NewClient = z.object({
     ),
 });
 
-/**
- * Server tokens: clients of an app, the token endpoint, the key set and the issuer metadata. The
- * contract's app operation (addAppScope) is the apps module's (apps/handlers.ts).
- */
+/** What server tokens bring to their contract; its app operation (addAppScope) is src/apps/'s. */
+export type OAuthMethod =
+  "createClient" | "deleteClient" | "createToken" | "getJwks" | "getAuthorizationServerMetadata";
+
+/** Server tokens: clients of an app, the token endpoint, the key set and the issuer metadata. */
 export function oauthHandlers(
   deps: OAuthDeps & { clients: ClientStore },
-): Omit<Handlers<typeof OAuthServiceService>, "addAppScope"> {
+): HandlerSet<typeof OAuthServiceService, OAuthMethod> {
   return {
     async createClient(req, ctx) {
       const app = appOf(ctx);

@@ -60,6 +60,37 @@ export type Handlers<S extends ServiceDefinition> = {
   [K in keyof S]: S[K] extends MethodDefinition<infer Req, infer Res> ? UnaryHandler<Req, Res> : never;
 };
 
+/** The handlers one module brings for the methods `M` of a service: its part of the binding. */
+export type HandlerSet<S extends ServiceDefinition, M extends keyof S> = Pick<Handlers<S>, M>;
+
+/** The methods of `S` that none of `sets` brings. */
+type Unbrought<S, Sets extends readonly object[]> = Exclude<
+  keyof S,
+  Sets[number] extends infer T ? (T extends unknown ? keyof T : never) : never
+>;
+
+/**
+ * One service's handlers from the sets several modules bring (src/apps/ brings the app
+ * operations of the session and OAuth contracts): the result is only a `Handlers<S>` when
+ * together they cover every method, and a method brought twice fails at start.
+ */
+export function handlersOf<S extends ServiceDefinition, const Sets extends readonly Partial<Handlers<S>>[]>(
+  definition: S,
+  ...sets: Sets
+): [Unbrought<S, Sets>] extends [never] ? Handlers<S> : { missing: Unbrought<S, Sets> } {
+  const out: Record<string, unknown> = {};
+  for (const set of sets) {
+    for (const [method, handler] of Object.entries(set)) {
+      if (method in out) throw new Error(`${method} is brought by two handler sets`);
+      out[method] = handler;
+    }
+  }
+  for (const method of Object.keys(definition)) {
+    if (!(method in out)) throw new Error(`${method}: no handler set brings it`);
+  }
+  return out as [Unbrought<S, Sets>] extends [never] ? Handlers<S> : { missing: Unbrought<S, Sets> };
+}
+
 /** A service as both transports serve it: its definition, handlers and answer conventions. */
 export interface ServiceBinding {
   readonly definition: ServiceDefinition;

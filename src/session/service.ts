@@ -4,7 +4,7 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { RedisClient } from "../redis/client.js";
-import type { Handlers } from "../rpc/binding.js";
+import type { HandlerSet } from "../rpc/binding.js";
 import { noStore } from "../rpc/binding.js";
 import type { SessionServiceService } from "../gen/ringfence/session/v1/session_service.js";
 import type { AppStore } from "../apps/store.js";
@@ -42,13 +42,11 @@ export interface TokenSet {
   scope: string;
 }
 
-/**
- * The caller-facing contract of sessions. Its app operation (createAppWebhook) is the apps
- * module's (apps/webhooks.ts), bound beside these where the service is.
- */
-export function sessionHandlers(
-  deps: SessionDeps,
-): Omit<Handlers<typeof SessionServiceService>, "createAppWebhook"> {
+/** What sessions bring to their contract; its app operation (createAppWebhook) is src/apps/'s. */
+export type SessionMethod = "startOtpLogin" | "checkOtpLogin" | "refreshSession" | "logout" | "getMe";
+
+/** The caller-facing contract of sessions: login, refresh, logout and the caller's own account. */
+export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionServiceService, SessionMethod> {
   const { config } = deps;
   const issuer = config.ISSUER_URL;
 
