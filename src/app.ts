@@ -65,6 +65,9 @@ import { CodeSender } from "./session/delivery.js";
 import { sessionHandlers } from "./session/service.js";
 import { stepUpHandlers } from "./stepup/service.js";
 import { DelegationClient } from "./stepup/delegation.js";
+import { StepUpChallenges } from "./stepup/challenges.js";
+import { StepUpConfigStore } from "./stepup/store.js";
+import { StepUpLimits } from "./stepup/limits.js";
 
 /** Everything the domains need, built once from the validated config. */
 export interface Registry {
@@ -232,6 +235,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
   });
   const appSets = appHandlerSets({ apps: r.apps, webhooks: events, outbound: r.outbound });
   const keySet = new CachedKeySet(r.signingKeys);
+  const stepUpChallenges = new StepUpChallenges(r.redis, r.keys);
   const session = {
     keySet,
     config: r.config,
@@ -268,7 +272,7 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       SessionServiceService,
       handlersOf(
         SessionServiceService,
-        sessionHandlers({ ...session, signingKeys: r.signingKeys }),
+        sessionHandlers({ ...session, stepUpTokens: stepUpChallenges, signingKeys: r.signingKeys }),
         appSets.session,
       ),
       {
@@ -285,7 +289,9 @@ export function services(r: Registry, d: Delivery): ServiceBinding[] {
       StepUpServiceService,
       stepUpHandlers({
         ...session,
-        keys: r.keys,
+        challenges: stepUpChallenges,
+        configs: new StepUpConfigStore(r.redis, r.keys),
+        limits: new StepUpLimits({ config: r.config, redis: r.redis, keys: r.keys, codes }),
         outbound: r.outbound,
         delegation: new DelegationClient({ keys: r.signingKeys, logger: r.log, fetch: r.outbound.fetch }),
       }),

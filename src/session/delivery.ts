@@ -17,8 +17,8 @@ import type { Identifier } from "./identity.js";
 
 /**
  * Sends login and step-up codes by SMS or email under the session abuse limits: windows per
- * identifier (RATE_LIMIT_NUMBER), app and client IP for logins, per user and session for step-up,
- * the V1 spam rules for SMS, and a count of messages per app.
+ * identifier (RATE_LIMIT_NUMBER), app and client IP for logins (step-up brings its own windows,
+ * src/stepup/limits.ts), the V1 spam rules for SMS, and a count of messages per app.
  */
 export class CodeSender {
   constructor(
@@ -42,7 +42,7 @@ export class CodeSender {
   async allowLogin(appId: string, id: Identifier, client: string | undefined): Promise<void> {
     const { config, keys } = this.deps;
     const app = (...suffix: string[]) => keys.key("rl", appId, ...suffix);
-    await this.refuseSpam(appId, id, [
+    await this.allowSend(appId, id, [
       {
         key: app("ident", id.type, id.value.toLowerCase()),
         rule: config.RATE_LIMIT_NUMBER,
@@ -58,19 +58,6 @@ export class CodeSender {
               name: "LOGIN_LIMIT_IP",
             },
           ]),
-    ]);
-  }
-
-  /** One more step-up code for this user and session: the same refusals as a login's. */
-  async allowStepUp(appId: string, userId: string, sessionId: string, id: Identifier): Promise<void> {
-    const { config, keys } = this.deps;
-    await this.refuseSpam(appId, id, [
-      { key: keys.key("rl", userId, "stepup"), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
-      {
-        key: keys.key("rl", userId, "stepup", sessionId),
-        rule: config.STEPUP_LIMIT_SESSION,
-        name: "STEPUP_LIMIT_SESSION",
-      },
     ]);
   }
 
@@ -90,10 +77,12 @@ export class CodeSender {
   }
 
   /**
-   * The spam rules of V1 sends for an SMS (static rules, then bursts into the number's range,
-   * counted per app), then `windows` (all under one hash tag), all or nothing.
+   * One more code to this identifier for the app: the spam rules of V1 sends for an SMS (static
+   * rules, then bursts into the number's range, counted per app), then `windows` (all under one
+   * hash tag, the caller's own limits: the login's here, step-up's in src/stepup/limits.ts), all
+   * or nothing.
    */
-  private async refuseSpam(appId: string, id: Identifier, windows: Window[]): Promise<void> {
+  async allowSend(appId: string, id: Identifier, windows: Window[]): Promise<void> {
     const { config, keys, redis } = this.deps;
     const member = randomUUID();
     let range: Window | undefined;
@@ -125,28 +114,6 @@ export class CodeSender {
     if (waitMs > 0)
       throw refusedBy(full?.name, tooManyAttempts("too many codes asked for: try again later", waitMs));
     await takeWindows(redis, [range], member, "add");
-  }
-
-  /**
-   * One more delegated step-up decision for this user and session: each calls the app's hook, so
-   * they share the step-up windows' rules (STEPUP_LIMIT_USER, STEPUP_LIMIT_SESSION).
-   */
-  async allowHookCall(userId: string, sessionId: string): Promise<void> {
-    const { config, keys, redis } = this.deps;
-    const { waitMs, full } = await takeWindows(
-      redis,
-      [
-        { key: keys.key("rl", userId, "hook"), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
-        {
-          key: keys.key("rl", userId, "hook", sessionId),
-          rule: config.STEPUP_LIMIT_SESSION,
-          name: "STEPUP_LIMIT_SESSION",
-        },
-      ],
-      randomUUID(),
-    );
-    if (waitMs > 0)
-      throw refusedBy(full?.name, tooManyAttempts("too many step-up requests: try again later", waitMs));
   }
 
   /** Sends a code; counted for the app once the provider accepted it. */

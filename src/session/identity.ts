@@ -4,7 +4,7 @@ import { isEmailAddress } from "../messaging/email.js";
 
 /**
  * The identity terms of the session service, defined once: what identifies a user, how a granted
- * scope lives, which identifier a built-in step-up step proves, and the password-change scope.
+ * scope lives, and the password-change scope.
  */
 
 /** The kinds of identifier a user logs in with, in the order a user's identifiers are listed. */
@@ -19,12 +19,6 @@ export interface Identifier {
 /** How a granted scope lives: consumed by its first use, or for the rest of the session. */
 export const GRANT_MODES = ["single-use", "session"] as const;
 export type GrantMode = (typeof GRANT_MODES)[number];
-
-/** The identifier a built-in step-up step sends its code to; other keys cannot be completed here. */
-export const STEP_IDENTIFIER: Readonly<Record<string, IdentifierType>> = {
-  verify_email: "email_address",
-  verify_sms: "phone_number",
-};
 
 /** The scope of the password-change flow. */
 export const PASSWORD_SCOPE = "svc:pwd:write";

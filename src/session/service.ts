@@ -18,6 +18,7 @@ import type { CodeSender } from "./delivery.js";
 import { readToken, type SessionLogin, type SessionStore } from "./sessions.js";
 import { issueSessionToken, userOf } from "./tokens.js";
 import type { UserStore } from "./users.js";
+import type { StepUpChallenges } from "../stepup/challenges.js";
 
 export interface SessionDeps {
   config: Config;
@@ -28,6 +29,8 @@ export interface SessionDeps {
   users: UserStore;
   sessions: SessionStore;
   challenges: ChallengeStore;
+  /** The tokens of completed step-ups, redeemed once by a refresh. */
+  stepUpTokens: Pick<StepUpChallenges, "readToken" | "tokenOwner">;
   signingKeys: SigningKeys;
   /** The published keys, cached, to verify session tokens on every user call. */
   keySet: CachedKeySet;
@@ -163,8 +166,8 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
         session = await deps.sessions.describe(userId, sessionId);
         result = await deps.sessions.refresh(userId, sessionId, { refreshHash: parsed.hash }, jti);
       } else {
-        const parsed = deps.challenges.readStepUpToken(req.stepUpToken);
-        const owner = parsed === undefined ? undefined : await deps.challenges.stepUpTokenOwner(parsed.key);
+        const parsed = deps.stepUpTokens.readToken(req.stepUpToken);
+        const owner = parsed === undefined ? undefined : await deps.stepUpTokens.tokenOwner(parsed.key);
         if (parsed === undefined || owner === undefined) {
           throw new RingfenceError("invalid_token", "unknown, used or expired step_up_token");
         }

@@ -6,12 +6,12 @@ import type {
   CreateStepUpConfigRequest,
   CreateStepUpConfigResponse,
 } from "../gen/ringfence/stepup/v1/stepup_service.js";
-import { GRANT_MODES, IDENTIFIER_TYPES, type IdentifierType } from "../session/identity.js";
+import { GRANT_MODES, IDENTIFIER_TYPES, type IdentifierType } from "./needs.js";
 import { STATUSES, checkDecision, isOneOf, type Decision } from "./rules.js";
 import { isHttpUrl } from "../net/validate.js";
 
 export type { Decision, Status, Step } from "./rules.js";
-export type { GrantMode, IdentifierType } from "../session/identity.js";
+export type { GrantMode, IdentifierType } from "./needs.js";
 
 /** An entry that serves its decision inline. */
 export interface DirectEntry extends Decision {

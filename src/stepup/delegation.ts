@@ -2,7 +2,7 @@ import { CompactSign, compactVerify, createRemoteJWKSet, customFetch } from "jos
 import { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
 import type { SigningKeys } from "../oauth/keys/signing-keys.js";
-import { GRANT_MODES, type IdentifierType } from "../session/identity.js";
+import { GRANT_MODES, type IdentifierType } from "./needs.js";
 import { GRANTED_FOR, STATUSES, checkDecision, type Decision } from "./rules.js";
 
 /** What the service POSTs to a delegation hook (docs/session-api.md#delegation-hooks), as JSON. */

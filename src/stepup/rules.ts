@@ -1,8 +1,14 @@
-import { GRANT_MODES, STEP_IDENTIFIER, type GrantMode } from "../session/identity.js";
+import { GRANT_MODES, type GrantMode, type IdentifierType } from "./needs.js";
 /**
  * The step-up vocabulary and the rules a decision must keep, whether it comes from a direct entry
  * of the configuration or from a delegation hook (docs/session-api.md#step-up-configuration-limits).
  */
+
+/** The identifier a built-in step-up step sends its code to; other keys cannot be completed here. */
+export const STEP_IDENTIFIER: Readonly<Record<string, IdentifierType>> = {
+  verify_email: "email_address",
+  verify_sms: "phone_number",
+};
 
 export const STATUSES = ["continue", "review", "block"] as const;
 export type Status = (typeof STATUSES)[number];

@@ -2,42 +2,39 @@ import { badField, RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
-import type { Keys, RedisClient } from "../redis/client.js";
+import type { RedisClient } from "../redis/client.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { Handlers } from "../rpc/binding.js";
-import { noStore } from "../rpc/binding.js";
+import { callerOf, noStore } from "../rpc/binding.js";
 import type { StepUpServiceService } from "../gen/ringfence/stepup/v1/stepup_service.js";
 import type { AppStore } from "../apps/store.js";
 import { SCOPE } from "../apps/app.js";
-import type { CachedKeySet } from "../oauth/keys/key-set.js";
 import { checkChallenge, issueChallenge } from "../otp/challenge.js";
-import type { ChallengeStore, StepUpState } from "../session/challenges.js";
-import type { CodeSender } from "../session/delivery.js";
-import type { SessionStore } from "../session/sessions.js";
-import { userOf } from "../session/tokens.js";
 import { appOf } from "../apps/store.js";
-import type { UserStore } from "../session/users.js";
-import { PASSWORD_SCOPE, STEP_IDENTIFIER } from "../session/identity.js";
 import type { AppEvents } from "../apps/webhooks.js";
-import { fail, StoredStepUpConfig, toResponse, validateStepUpConfig, type StepUpConfig } from "./config.js";
+import type { StepUpChallenges, StepUpState } from "./challenges.js";
+import { fail, toResponse, validateStepUpConfig } from "./config.js";
 import { decide } from "./decide.js";
 import type { DelegationClient } from "./delegation.js";
-import type { Decision } from "./rules.js";
+import type { StepUpLimits } from "./limits.js";
+import { PASSWORD_SCOPE, type StepUpCodes, type StepUpSessions, type StepUpUsers } from "./needs.js";
+import { STEP_IDENTIFIER, type Decision } from "./rules.js";
+import type { StepUpConfigStore } from "./store.js";
 import { hashPassword, checkPasswordPolicy } from "./password.js";
 
 export interface StepUpDeps {
   config: Config;
   log: Logger;
   redis: RedisClient;
-  keys: Keys;
   secrets: Secrets;
   apps: AppStore;
-  users: UserStore;
-  sessions: SessionStore;
-  challenges: ChallengeStore;
-  /** The published keys, cached, to verify session tokens. */
-  keySet: CachedKeySet;
-  codes: CodeSender;
+  users: StepUpUsers;
+  sessions: StepUpSessions;
+  challenges: StepUpChallenges;
+  /** Each app's configuration. */
+  configs: StepUpConfigStore;
+  limits: StepUpLimits;
+  codes: StepUpCodes;
   delegation: DelegationClient;
   /** Checks jwks_url and hook URLs: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
   outbound: Pick<OutboundGuard, "refusal">;
@@ -47,12 +44,6 @@ export interface StepUpDeps {
 /** Step-up configuration, decisions, challenge steps and the password change they unlock. */
 export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceService> {
   const { config } = deps;
-  const configKey = (appId: string) => deps.keys.key("app", appId, "stepup");
-
-  async function loadConfig(appId: string): Promise<StepUpConfig | undefined> {
-    const raw = await deps.redis.get(configKey(appId));
-    return raw === null ? undefined : StoredStepUpConfig.parse(JSON.parse(raw));
-  }
 
   /** Opens the challenge of step `index`, sending its code; undefined when it cannot be sent. */
   async function openStep(userId: string, state: StepUpState): Promise<string | undefined> {
@@ -61,10 +52,10 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     const user = await deps.users.get(userId);
     const identifier = user?.identifiers.find((i) => i.type === type);
     if (step === undefined || identifier === undefined) return undefined;
-    await deps.codes.allowStepUp(state.appId, userId, state.sessionId, identifier);
+    await deps.limits.allowStep(state.appId, userId, state.sessionId, identifier);
     const expiresAtMs = Date.now() + step.expirationDuration * 1000;
     const challenge = await issueChallenge(deps, {
-      create: (codeHash) => deps.challenges.createStepUp(userId, state, expiresAtMs, codeHash),
+      create: (codeHash) => deps.challenges.create(userId, state, expiresAtMs, codeHash),
       send: (code) => deps.codes.send(state.appId, identifier, code, "step_up", step.expirationDuration),
       remove: (key) => deps.challenges.remove(key),
     });
@@ -83,27 +74,27 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
         const refusal = await deps.outbound.refusal(url);
         if (refusal !== undefined) fail(field, refusal);
       }
-      await deps.redis.set(configKey(app.appId), JSON.stringify(validated));
+      await deps.configs.put(app.appId, validated);
       return toResponse(app.appId, validated);
     },
 
     async requestStepUp(req, ctx) {
       noStore(ctx);
-      const caller = userOf(ctx);
+      const caller = callerOf(ctx, "session");
       const scope = SCOPE.safeParse(req.scope);
       if (!scope.success) throw badField("scope", scope.error.issues[0]?.message ?? "is invalid");
       if (!(await deps.apps.scopes(caller.appId)).includes(scope.data)) {
         throw new RingfenceError("scope_not_allowed", `the app does not allow the scope ${scope.data}`);
       }
       const user = await deps.users.get(caller.userId);
-      const stored = await loadConfig(caller.appId);
+      const stored = await deps.configs.get(caller.appId);
       const held = new Set(user?.identifiers.map((i) => i.type) ?? []);
       const resolution =
         stored === undefined ? ({ kind: "none" } as const) : decide(stored, scope.data, held);
       let decision: Decision;
       if (resolution.kind === "direct") decision = resolution.entry;
       else if (resolution.kind === "delegated" && stored !== undefined) {
-        await deps.codes.allowHookCall(caller.userId, caller.sessionId);
+        await deps.limits.allowHookCall(caller.userId, caller.sessionId);
         decision = await deps.delegation.decide(resolution.entry, stored.jwksUrl, {
           scope_requested: scope.data,
           user_id: caller.userId,
@@ -152,8 +143,8 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
 
     async checkStepUpOtp(req, ctx) {
       noStore(ctx);
-      const ref = deps.challenges.readStepUp(req.challengeToken);
-      const state = ref === undefined ? undefined : await deps.challenges.stepUpOf(ref.key);
+      const ref = deps.challenges.read(req.challengeToken);
+      const state = ref === undefined ? undefined : await deps.challenges.stateOf(ref.key);
       if (ref === undefined || state === undefined) {
         throw new RingfenceError("expired_challenge", "unknown, used or expired challenge_token");
       }
@@ -172,7 +163,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
         return { challengeToken: token, currentStep: nextStep.key };
       }
       const sessionKey = deps.sessions.keysOf(ref.userId, state.sessionId).session;
-      const stepUpToken = await deps.challenges.createStepUpToken(
+      const stepUpToken = await deps.challenges.createToken(
         ref.userId,
         sessionKey,
         state,
@@ -182,7 +173,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     },
 
     async resetPassword(req, ctx) {
-      const caller = userOf(ctx);
+      const caller = callerOf(ctx, "session");
       const problem = checkPasswordPolicy(req.password);
       if (problem !== undefined) throw badField("password", problem);
       const insufficient = () =>

@@ -1,0 +1,111 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { Keys, RedisClient } from "../redis/client.js";
+import type { GrantMode } from "./needs.js";
+
+export interface StepSpec {
+  order: number;
+  key: string;
+  expirationDuration: number;
+}
+
+/** What a step-up challenge carries from step to step. */
+export interface StepUpState {
+  sessionId: string;
+  appId: string;
+  scope: string;
+  grantedFor: number;
+  grantMode: GrantMode;
+  steps: StepSpec[];
+  stepIndex: number;
+}
+
+const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
+
+/**
+ * Step-up challenges and the tokens of completed ones. A challenge token is
+ * `sc_<user_id>.<secret>`, stored beside the user's session; a step-up token is
+ * `st_<user_id>.<secret>`, redeemed once at /v1/session/refresh. Redis keeps only the secret's
+ * hash, in the key name, so a dump of Redis holds no usable token.
+ */
+export class StepUpChallenges {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+  ) {}
+
+  /** A step-up challenge for the step at `state.stepIndex`. */
+  async create(
+    userId: string,
+    state: StepUpState,
+    expiresAtMs: number,
+    codeHash: (challengeId: string) => string,
+  ): Promise<{ token: string; key: string }> {
+    const secret = randomBytes(32).toString("base64url");
+    const id = sha256(secret);
+    const key = this.keys.key("chal", userId, id);
+    await this.redis
+      .multi()
+      .hset(key, {
+        kind: "stepup",
+        state: JSON.stringify(state),
+        code_hash: codeHash(id),
+        status: "pending",
+        checks: "0",
+        validated: "0",
+        expires_at_ms: String(expiresAtMs),
+      })
+      .pexpireat(key, expiresAtMs + 3_600_000)
+      .exec();
+    return { token: `sc_${userId}.${secret}`, key };
+  }
+
+  read(token: string): { userId: string; id: string; key: string } | undefined {
+    const m = /^sc_(usr_[A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/.exec(token);
+    if (m?.[1] === undefined || m[2] === undefined) return undefined;
+    const id = sha256(m[2]);
+    return { userId: m[1], id, key: this.keys.key("chal", m[1], id) };
+  }
+
+  async stateOf(key: string): Promise<StepUpState | undefined> {
+    const h = await this.redis.hgetall(key);
+    return h.kind === "stepup" && h.state !== undefined ? (JSON.parse(h.state) as StepUpState) : undefined;
+  }
+
+  /** The step-up token of a completed challenge, redeemed once at /v1/session/refresh. */
+  async createToken(userId: string, sessionKey: string, state: StepUpState, ttlMs: number): Promise<string> {
+    const secret = randomBytes(32).toString("base64url");
+    const key = this.tokenKey(userId, sha256(secret));
+    await this.redis
+      .multi()
+      .hset(key, {
+        session: sessionKey,
+        session_id: state.sessionId,
+        scope: state.scope,
+        granted_for: String(state.grantedFor),
+        grant_mode: state.grantMode,
+      })
+      .pexpire(key, ttlMs)
+      .exec();
+    return `st_${userId}.${secret}`;
+  }
+
+  readToken(token: string): { userId: string; key: string } | undefined {
+    const m = /^st_(usr_[A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/.exec(token);
+    if (m?.[1] === undefined || m[2] === undefined) return undefined;
+    return { userId: m[1], key: this.tokenKey(m[1], sha256(m[2])) };
+  }
+
+  /** The session and scope a step-up token is for, while it is unused. */
+  async tokenOwner(key: string): Promise<{ sessionId: string; scope: string } | undefined> {
+    const [sessionId, scope] = await this.redis.hmget(key, "session_id", "scope");
+    return sessionId == null || scope == null ? undefined : { sessionId, scope };
+  }
+
+  private tokenKey(userId: string, hash: string): string {
+    return this.keys.key("sut", userId, hash);
+  }
+
+  async remove(key: string): Promise<void> {
+    await this.redis.del(key);
+  }
+}

@@ -1,0 +1,57 @@
+import { randomUUID } from "node:crypto";
+import type { Config } from "../config.js";
+import { noteRefusal } from "../observability/calls.js";
+import { takeWindows, tooManyAttempts } from "../otp/code.js";
+import type { Keys, RedisClient } from "../redis/client.js";
+import type { Identifier, StepUpCodes } from "./needs.js";
+
+/**
+ * Step-up's abuse limits, per user and per session (STEPUP_LIMIT_USER, STEPUP_LIMIT_SESSION):
+ * on the codes its steps send, and on the calls its decisions make to an app's hook.
+ */
+export class StepUpLimits {
+  constructor(
+    private readonly deps: {
+      config: Pick<Config, "STEPUP_LIMIT_USER" | "STEPUP_LIMIT_SESSION">;
+      redis: RedisClient;
+      keys: Keys;
+      codes: Pick<StepUpCodes, "allowSend">;
+    },
+  ) {}
+
+  /** One more step-up code for this user and session: the same refusals as a login's. */
+  async allowStep(appId: string, userId: string, sessionId: string, id: Identifier): Promise<void> {
+    const { config, keys } = this.deps;
+    await this.deps.codes.allowSend(appId, id, [
+      { key: keys.key("rl", userId, "stepup"), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
+      {
+        key: keys.key("rl", userId, "stepup", sessionId),
+        rule: config.STEPUP_LIMIT_SESSION,
+        name: "STEPUP_LIMIT_SESSION",
+      },
+    ]);
+  }
+
+  /**
+   * One more delegated step-up decision for this user and session: each calls the app's hook, so
+   * they share the step-up windows' rules (STEPUP_LIMIT_USER, STEPUP_LIMIT_SESSION).
+   */
+  async allowHookCall(userId: string, sessionId: string): Promise<void> {
+    const { config, keys, redis } = this.deps;
+    const { waitMs, full } = await takeWindows(
+      redis,
+      [
+        { key: keys.key("rl", userId, "hook"), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
+        {
+          key: keys.key("rl", userId, "hook", sessionId),
+          rule: config.STEPUP_LIMIT_SESSION,
+          name: "STEPUP_LIMIT_SESSION",
+        },
+      ],
+      randomUUID(),
+    );
+    if (waitMs === 0) return;
+    if (full?.name !== undefined) noteRefusal(full.name);
+    throw tooManyAttempts("too many step-up requests: try again later", waitMs);
+  }
+}
