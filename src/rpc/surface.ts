@@ -1,6 +1,6 @@
 /**
  * What the proto does not say about the REST surface, declared once: read by the bindings
- * (src/app.ts) and by the OpenAPI document (src/openapi/document.ts). Keys: the fully qualified
+ * (each domain's `module.ts`) and by the OpenAPI document (src/openapi/document.ts). Keys: the fully qualified
  * service, then the handler (the rpc's name in lowerCamelCase).
  */
 

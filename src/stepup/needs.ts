@@ -1,11 +1,13 @@
 import type { CodeSender } from "../session/delivery.js";
 import type { SessionStore } from "../session/sessions.js";
 import type { UserStore } from "../session/users.js";
+import type { Authenticator } from "../rpc/binding.js";
+import type { CallerTypes } from "../rpc/callers.js";
 
 /**
  * What step-up needs of the session module, declared in one place: the identity terms it shares,
- * the sessions it grants scopes on, the users whose identifiers it sends codes to, and the code
- * sender. Every other step-up file imports these from here.
+ * the sessions it grants scopes on, the users whose identifiers it sends codes to, the code
+ * sender and the chain that authenticates users. Every other step-up file imports these from here.
  */
 export {
   GRANT_MODES,
@@ -24,3 +26,9 @@ export type StepUpUsers = Pick<UserStore, "get">;
 
 /** Sends a step's code under the session abuse limits (spam rules, message counts, check windows). */
 export type StepUpCodes = Pick<CodeSender, "send" | "allowSend" | "allowCheck">;
+
+/** What the session module brings step-up (src/session/module.ts): its code sender and user chain. */
+export interface StepUpSessionModule {
+  codes: StepUpCodes;
+  authenticate: Authenticator<CallerTypes["session"]>;
+}

@@ -1,0 +1,55 @@
+import type { Module } from "../lifecycle/module.js";
+import type { Registry } from "../registry.js";
+import type { Authenticator, CallContext } from "../rpc/binding.js";
+import type { WebhooksModule } from "../webhooks/module.js";
+import { ACCOUNT_SECRET_KIND, type StoredAccount } from "./account.js";
+import { apiKeyAuthenticator, bearerKeyAuthenticator, customerAuthenticator } from "./authenticate.js";
+import { KeyFailures } from "./key-failures.js";
+
+export interface AccountsModule extends Module {
+  /** V1: the API key of the account the call names (`customerUuidOf`). */
+  customer(
+    customerUuidOf: (request: unknown, ctx: CallContext) => string | undefined,
+  ): Authenticator<StoredAccount>;
+  /** V1 read-back: the API key alone. */
+  apiKey: Authenticator<StoredAccount>;
+  /** V2: the API key as a bearer token. */
+  bearer: Authenticator<StoredAccount>;
+}
+
+/**
+ * Accounts: the authentication chains of their callers (every one counts its failures per client
+ * address), the cache those read (it follows announced changes), the signing secret of their
+ * webhook streams, and the API-key index that V1 read-backs need, completed in the background.
+ */
+export function accountsModule(r: Registry, webhooks: WebhooksModule): AccountsModule {
+  const failures = new KeyFailures(r.redis, r.keys, r.config.API_KEY_FAILURES_IP);
+  webhooks.resolvers.register(ACCOUNT_SECRET_KIND, (customerUuid) => r.accounts.webhookSecret(customerUuid));
+  return {
+    name: "accounts",
+    customer: (customerUuidOf) =>
+      failures.guard(customerAuthenticator(r.accountCache, r.secrets, customerUuidOf)),
+    apiKey: failures.guard(apiKeyAuthenticator(r.accountCache, r.secrets)),
+    bearer: failures.guard(bearerKeyAuthenticator(r.accountCache)),
+    watched: [r.accountCache],
+    background: [
+      {
+        singleton: true,
+        // Accounts stored before the index get their entry; in the background, so that a start
+        // never waits for a scan of the whole keyspace.
+        start: () => {
+          r.accounts.indexApiKeys().then(
+            (indexed) => {
+              if (indexed > 0) r.log.info("API keys indexed", { accounts: indexed });
+            },
+            (err: unknown) => {
+              r.log.warn("API key index not completed; the next start completes it", {
+                error: err instanceof Error ? err.message : String(err),
+              });
+            },
+          );
+        },
+      },
+    ],
+  };
+}

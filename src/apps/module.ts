@@ -1,0 +1,33 @@
+import type { Module } from "../lifecycle/module.js";
+import type { Registry } from "../registry.js";
+import type { Authenticator } from "../rpc/binding.js";
+import type { WebhooksModule } from "../webhooks/module.js";
+import type { StoredApp } from "./app.js";
+import { appHandlerSets } from "./handlers.js";
+import { APP_WEBHOOK_REF_KIND, AppWebhooks, appWebhookSecret, type AppEvents } from "./webhooks.js";
+
+export interface AppsModule extends Module {
+  /** The authentication chain of management calls: the app of the request and its key. */
+  authenticate: Authenticator<StoredApp>;
+  /** The app's webhook events, emitted by sessions, step-up and OAuth clients. */
+  events: AppEvents;
+  /** The app operations the session and OAuth contracts carry, for their bindings. */
+  handlers: ReturnType<typeof appHandlerSets>;
+}
+
+/** Apps: their management keys, scopes and webhook subscriptions (whose secrets sign their streams). */
+export function appsModule(r: Registry, webhooks: WebhooksModule): AppsModule {
+  webhooks.resolvers.register(APP_WEBHOOK_REF_KIND, (_id, ref) =>
+    appWebhookSecret(r.redis, r.keys, r.secrets, ref),
+  );
+  // Streams must outlive the longest retry window of the outbox.
+  const events = new AppWebhooks(r.redis, r.keys, r.secrets, webhooks.outbox, r.log, {
+    streamTtlMs: Math.max(25 * 3_600_000, r.config.WEBHOOK_GIVE_UP_MS + 3_600_000),
+  });
+  return {
+    name: "apps",
+    authenticate: r.apps.managementKey,
+    events,
+    handlers: appHandlerSets({ apps: r.apps, webhooks: events, outbound: r.outbound }),
+  };
+}

@@ -1,0 +1,73 @@
+import type { AppsModule } from "../apps/module.js";
+import { SessionServiceService } from "../gen/ringfence/session/v1/session_service.js";
+import type { Module } from "../lifecycle/module.js";
+import type { MessagingModule } from "../messaging/module.js";
+import type { OAuthModule } from "../oauth/module.js";
+import type { Registry } from "../registry.js";
+import { bindService, handlersOf, type Authenticator } from "../rpc/binding.js";
+import { CALLERS, SUCCESS_STATUSES } from "../rpc/surface.js";
+import { StepUpChallenges } from "../stepup/challenges.js";
+import { CodeSender } from "./delivery.js";
+import { sessionHandlers } from "./service.js";
+import { sessionAuthenticator, type Caller } from "./tokens.js";
+
+export interface SessionModule extends Module {
+  /** The authentication chain of user calls: a session access token whose session is alive. */
+  authenticate: Authenticator<Caller>;
+  /** Sends login and step-up codes under the session abuse limits. */
+  codes: CodeSender;
+}
+
+/** Users and their sessions: code logins, refreshes (a step-up token's among them), logout. */
+export function sessionModule(
+  r: Registry,
+  d: { messaging: MessagingModule; apps: AppsModule; oauth: OAuthModule },
+): SessionModule {
+  const codes = new CodeSender({
+    config: r.config,
+    log: r.log,
+    redis: r.redis,
+    keys: r.keys,
+    sms: d.messaging.sms,
+    email: d.messaging.email,
+    lookupData: r.lookupData,
+    apps: r.apps,
+  });
+  const handlers = sessionHandlers({
+    config: r.config,
+    log: r.log,
+    redis: r.redis,
+    secrets: r.secrets,
+    apps: r.apps,
+    users: r.users,
+    sessions: r.sessions,
+    challenges: r.challenges,
+    stepUpTokens: new StepUpChallenges(r.redis, r.keys),
+    signingKeys: r.signingKeys,
+    keySet: d.oauth.keySet,
+    codes,
+    events: d.apps.events,
+  });
+  const authenticate = sessionAuthenticator({
+    keySet: d.oauth.keySet,
+    sessions: r.sessions,
+    issuer: r.config.ISSUER_URL,
+  });
+  return {
+    name: "session",
+    authenticate,
+    codes,
+    bindings: [
+      bindService(
+        SessionServiceService,
+        handlersOf(SessionServiceService, handlers, d.apps.handlers.session),
+        {
+          dialect: "session",
+          successStatuses: SUCCESS_STATUSES["ringfence.session.v1.SessionService"],
+          callers: CALLERS["ringfence.session.v1.SessionService"],
+          authenticators: { session: authenticate, app: d.apps.authenticate },
+        },
+      ),
+    ],
+  };
+}

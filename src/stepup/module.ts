@@ -1,0 +1,43 @@
+import type { AppsModule } from "../apps/module.js";
+import { StepUpServiceService } from "../gen/ringfence/stepup/v1/stepup_service.js";
+import type { Module } from "../lifecycle/module.js";
+import type { Registry } from "../registry.js";
+import { bindService } from "../rpc/binding.js";
+import { CALLERS, SUCCESS_STATUSES } from "../rpc/surface.js";
+import { StepUpChallenges } from "./challenges.js";
+import { DelegationClient } from "./delegation.js";
+import { StepUpLimits } from "./limits.js";
+import type { StepUpSessionModule } from "./needs.js";
+import { stepUpHandlers } from "./service.js";
+import { StepUpConfigStore } from "./store.js";
+
+/** Step-up: each app's configuration, its decisions (direct or by the app's hook), its challenges. */
+export function stepUpModule(r: Registry, d: { apps: AppsModule; session: StepUpSessionModule }): Module {
+  const handlers = stepUpHandlers({
+    config: r.config,
+    log: r.log,
+    redis: r.redis,
+    secrets: r.secrets,
+    apps: r.apps,
+    users: r.users,
+    sessions: r.sessions,
+    challenges: new StepUpChallenges(r.redis, r.keys),
+    configs: new StepUpConfigStore(r.redis, r.keys),
+    limits: new StepUpLimits({ config: r.config, redis: r.redis, keys: r.keys, codes: d.session.codes }),
+    codes: d.session.codes,
+    delegation: new DelegationClient({ keys: r.signingKeys, logger: r.log, fetch: r.outbound.fetch }),
+    outbound: r.outbound,
+    events: d.apps.events,
+  });
+  return {
+    name: "stepup",
+    bindings: [
+      bindService(StepUpServiceService, handlers, {
+        dialect: "session",
+        successStatuses: SUCCESS_STATUSES["ringfence.stepup.v1.StepUpService"],
+        callers: CALLERS["ringfence.stepup.v1.StepUpService"],
+        authenticators: { session: d.session.authenticate, app: d.apps.authenticate },
+      }),
+    ],
+  };
+}

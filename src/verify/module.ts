@@ -1,0 +1,79 @@
+import type { AccountsModule } from "../accounts/module.js";
+import { isRedisUnavailable } from "../errors.js";
+import { VerifyServiceService } from "../gen/ringfence/verify/v1/verify_service.js";
+import { VerificationServiceService } from "../gen/ringfence/verify/v2/verification_service.js";
+import type { Module } from "../lifecycle/module.js";
+import type { MessagingModule } from "../messaging/module.js";
+import type { Registry } from "../registry.js";
+import { bindService } from "../rpc/binding.js";
+import { CALLERS } from "../rpc/surface.js";
+import { v1ServiceOptions } from "../v1/deprecation.js";
+import type { WebhooksModule } from "../webhooks/module.js";
+import { bodyCustomerUuid } from "../accounts/authenticate.js";
+import { HoldRecovery } from "./holds.js";
+import { verifyHandlers, VerifyEngine } from "./service.js";
+import { verificationHandlers } from "./v2.js";
+
+/**
+ * Phone verification, V1 and V2 on one engine: the delivery receipts it records, and the recovery
+ * of charged V1 messages whose provider answer was never recorded (a crash, a timeout). Claims are
+ * atomic, so two instances never re-send one hold; one pass per instance is still enough.
+ */
+export function verifyModule(
+  r: Registry,
+  d: { messaging: MessagingModule; webhooks: WebhooksModule; accounts: AccountsModule },
+): Module {
+  const engine = new VerifyEngine({
+    config: r.config,
+    log: r.log,
+    accounts: r.accounts,
+    secrets: r.secrets,
+    lookupData: r.lookupData,
+    store: r.verify,
+    sms: d.messaging.sms,
+    webhooks: d.webhooks.outbox,
+    outbound: r.outbound,
+    metrics: r.metrics,
+  });
+  d.messaging.sms.onReceipt((receipt) => {
+    engine.recordReceipt(receipt).catch((err: unknown) => {
+      r.log[isRedisUnavailable(err) ? "warn" : "error"]("delivery receipt not recorded", {
+        error: err instanceof Error ? err.message : String(err),
+      });
+    });
+  });
+  const holds = new HoldRecovery({
+    config: r.config,
+    store: r.verify,
+    sms: d.messaging.sms,
+    secrets: r.secrets,
+    log: r.log,
+  });
+  return {
+    name: "verify",
+    bindings: [
+      bindService(VerifyServiceService, verifyHandlers(engine), {
+        ...v1ServiceOptions(r.config, "verify"),
+        callers: CALLERS["ringfence.verify.v1.VerifyService"],
+        authenticators: { account: d.accounts.customer(bodyCustomerUuid) },
+        // A read-back names no customer: the key alone finds the account.
+        methodAuthenticators: { getAuthentication: d.accounts.apiKey },
+      }),
+      bindService(VerificationServiceService, verificationHandlers(engine), {
+        dialect: "v2",
+        callers: CALLERS["ringfence.verify.v2.VerificationService"],
+        authenticators: { account: d.accounts.bearer },
+      }),
+    ],
+    background: [
+      {
+        singleton: true,
+        start: () => {
+          holds.start();
+        },
+        // Settlements of held charges that Redis did not take yet are retried until now.
+        close: () => holds.close().catch(() => undefined),
+      },
+    ],
+  };
+}

@@ -1,0 +1,63 @@
+import type { Module } from "../lifecycle/module.js";
+import { createBlockingRedis } from "../redis/client.js";
+import type { Registry } from "../registry.js";
+import { WebhookOutbox } from "./outbox.js";
+import { SecretResolvers } from "./stream.js";
+
+export interface WebhooksModule extends Module {
+  outbox: WebhookOutbox;
+  /** The owners of the secrets that sign streams register here, by the kind of their `secret_ref`. */
+  resolvers: SecretResolvers;
+}
+
+/**
+ * The signed, ordered outbox. Its BullMQ worker runs in every process (BullMQ gives a job to one
+ * of them, and a per-stream lock in Redis keeps one delivery at a time per stream); `sweep`: whether
+ * this process runs its recovery sweeps (one process per instance does).
+ */
+export function webhooksModule(r: Registry, sweep: boolean): WebhooksModule {
+  const { config, log, metrics } = r;
+  const resolvers = new SecretResolvers();
+  const outbox = new WebhookOutbox({
+    redis: r.redis,
+    connection: () => createBlockingRedis(config),
+    keys: r.keys,
+    queuePrefix: `{${config.REDIS_KEY_PREFIX}bull}`,
+    resolveSecret: resolvers.resolve,
+    log,
+    outbound: r.outbound,
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    concurrency: config.WEBHOOK_CONCURRENCY,
+    sweepIntervalMs: config.WEBHOOK_SWEEP_INTERVAL_MS,
+    sweep,
+    backoff: {
+      baseMs: config.WEBHOOK_BACKOFF_BASE_MS,
+      maxDelayMs: config.WEBHOOK_BACKOFF_MAX_MS,
+      giveUpAfterMs: config.WEBHOOK_GIVE_UP_MS,
+    },
+    onAttempt: (outcome) => {
+      metrics.webhook(outcome);
+    },
+  });
+  metrics.webhookBacklog = () => outbox.backlog();
+  return {
+    name: "webhooks",
+    outbox,
+    resolvers,
+    background: [
+      {
+        start: () => outbox.start(),
+        // With Redis gone the queue cannot close cleanly: it drops its connections, and what it
+        // had stays in Redis for the next start.
+        close: async ({ deadlineMs, redisAnswers }) => {
+          const closed = await outbox.close(!redisAnswers, deadlineMs).catch((err: unknown) => {
+            log.warn("webhook outbox did not close cleanly", { error: String(err) });
+          });
+          if (closed !== false) return true;
+          log.warn("webhook deliveries cut at the shutdown deadline; they are retried after the next start");
+          return false;
+        },
+      },
+    ],
+  };
+}
