@@ -62,6 +62,9 @@ describe("sessions, step-up and password change", () => {
 
   const call = (method: string, path: string, body?: unknown, bearer?: string) =>
     rest(app.baseUrl).call(method, path, { body, bearer });
+  /** POST /v1/session/me/password/reset with `body`, as the session of `bearer`. */
+  const resetPassword = (body: { password: string }, bearer: string) =>
+    call("POST", "/v1/session/me/password/reset", body, bearer);
 
   const codeIn = (text: string) => {
     const m = /\b(\d{6})\b/.exec(text);
@@ -154,12 +157,7 @@ describe("sessions, step-up and password change", () => {
       expect(claims).to.include({ app_id: appId, scope: "" });
       expect(claims.session_id).to.be.a("string");
 
-      const without = await call(
-        "POST",
-        "/v1/session/me/password/reset",
-        { password: "a new passw0rd" },
-        session.access_token,
-      );
+      const without = await resetPassword({ password: "a new passw0rd" }, session.access_token);
       expect(without.status).to.equal(403);
       expect(without.body).to.include({ code: "insufficient_scope" });
       expect(without.headers.get("www-authenticate")).to.equal(
@@ -170,19 +168,9 @@ describe("sessions, step-up and password change", () => {
       expect(stepped.scope).to.equal(PWD);
       expect(decodeJwt(stepped.access_token).scope).to.equal(PWD);
 
-      const changed = await call(
-        "POST",
-        "/v1/session/me/password/reset",
-        { password: "a new passw0rd" },
-        stepped.access_token,
-      );
+      const changed = await resetPassword({ password: "a new passw0rd" }, stepped.access_token);
       expect(changed.status, JSON.stringify(changed.body)).to.equal(204);
-      const again = await call(
-        "POST",
-        "/v1/session/me/password/reset",
-        { password: "another passw0rd" },
-        stepped.access_token,
-      );
+      const again = await resetPassword({ password: "another passw0rd" }, stepped.access_token);
       expect(again.status).to.equal(403);
       expect(again.body).to.include({ code: "insufficient_scope" });
     });
@@ -192,16 +180,7 @@ describe("sessions, step-up and password change", () => {
       const session = await login({ type: "email_address", value: email });
       const stepped = await stepUp(session.access_token, "email", email);
       expect(stepped.scope).to.equal(PWD);
-      expect(
-        (
-          await call(
-            "POST",
-            "/v1/session/me/password/reset",
-            { password: "mail-passw0rd" },
-            stepped.access_token,
-          )
-        ).status,
-      ).to.equal(204);
+      expect((await resetPassword({ password: "mail-passw0rd" }, stepped.access_token)).status).to.equal(204);
     });
 
     it("skips the step-up after a login with grant_change_password: true", async () => {
@@ -210,26 +189,12 @@ describe("sessions, step-up and password change", () => {
         { grant_change_password: true },
       );
       expect(session.scope).to.equal(PWD);
-      expect(
-        (
-          await call(
-            "POST",
-            "/v1/session/me/password/reset",
-            { password: "direct-passw0rd" },
-            session.access_token,
-          )
-        ).status,
-      ).to.equal(204);
-      expect(
-        (
-          await call(
-            "POST",
-            "/v1/session/me/password/reset",
-            { password: "direct-passw0rd" },
-            session.access_token,
-          )
-        ).status,
-      ).to.equal(403);
+      expect((await resetPassword({ password: "direct-passw0rd" }, session.access_token)).status).to.equal(
+        204,
+      );
+      expect((await resetPassword({ password: "direct-passw0rd" }, session.access_token)).status).to.equal(
+        403,
+      );
     });
 
     it("lets exactly one of many simultaneous resets with the same token succeed", async () => {
@@ -269,16 +234,9 @@ describe("sessions, step-up and password change", () => {
         String(next.body.access_token),
       );
       expect(reset.status).to.equal(403);
-      expect(
-        (
-          await call(
-            "POST",
-            "/v1/session/me/password/reset",
-            { password: "first-passw0rd" },
-            stepped.access_token,
-          )
-        ).status,
-      ).to.equal(204);
+      expect((await resetPassword({ password: "first-passw0rd" }, stepped.access_token)).status).to.equal(
+        204,
+      );
     });
 
     it("refuses a password outside 8 to 128 characters with 400 naming the field, consuming nothing", async () => {
@@ -287,20 +245,11 @@ describe("sessions, step-up and password change", () => {
         { grant_change_password: true },
       );
       for (const password of ["short", "x".repeat(129)]) {
-        const r = await call("POST", "/v1/session/me/password/reset", { password }, session.access_token);
+        const r = await resetPassword({ password }, session.access_token);
         expect(r.status).to.equal(400);
         expect(r.body).to.include({ code: "bad_request", field: "password" });
       }
-      expect(
-        (
-          await call(
-            "POST",
-            "/v1/session/me/password/reset",
-            { password: "just-right-1" },
-            session.access_token,
-          )
-        ).status,
-      ).to.equal(204);
+      expect((await resetPassword({ password: "just-right-1" }, session.access_token)).status).to.equal(204);
     });
 
     it("sends the app's webhooks, signed, for the session and the password change", async () => {
@@ -309,12 +258,7 @@ describe("sessions, step-up and password change", () => {
         { grant_change_password: true },
       );
       const userId = String(decodeJwt(session.access_token).sub);
-      await call(
-        "POST",
-        "/v1/session/me/password/reset",
-        { password: "hooked-passw0rd" },
-        session.access_token,
-      );
+      await resetPassword({ password: "hooked-passw0rd" }, session.access_token);
       const got = await hooks.until((r) => r.filter((x) => x.body.includes(userId)).length >= 4);
       const mine = got.filter((x) => x.body.includes(userId));
       expect(mine.map((x) => (JSON.parse(x.body) as Json).type)).to.deep.equal([
@@ -531,12 +475,7 @@ describe("sessions, step-up and password change", () => {
       const changing = await login({ type: "phone_number", value: phone }, { grant_change_password: true });
       expect((await call("GET", "/v1/session/me", undefined, stolen.access_token)).status).to.equal(200);
 
-      const reset = await call(
-        "POST",
-        "/v1/session/me/password/reset",
-        { password: "fresh-passw0rd" },
-        changing.access_token,
-      );
+      const reset = await resetPassword({ password: "fresh-passw0rd" }, changing.access_token);
       expect(reset.status).to.equal(204);
 
       for (const ended of [stolen, other]) {
@@ -608,12 +547,7 @@ describe("sessions, step-up and password change", () => {
       expect(decodeJwt(refused.access_token).scope).to.equal("");
       const me = await call("GET", "/v1/session/me", undefined, refused.access_token);
       expect(me.body.scopes).to.deep.equal([]);
-      const denied = await call(
-        "POST",
-        "/v1/session/me/password/reset",
-        { password: "sneaky-passw0rd" },
-        refused.access_token,
-      );
+      const denied = await resetPassword({ password: "sneaky-passw0rd" }, refused.access_token);
       expect([denied.status, denied.body.code]).to.deep.equal([403, "insufficient_scope"]);
 
       const allowed = await call(
@@ -625,16 +559,9 @@ describe("sessions, step-up and password change", () => {
       expect(allowed.status).to.equal(200);
       const granted = await loginTo(phone);
       expect(granted.scope).to.equal(PWD);
-      expect(
-        (
-          await call(
-            "POST",
-            "/v1/session/me/password/reset",
-            { password: "allowed-passw0rd" },
-            granted.access_token,
-          )
-        ).status,
-      ).to.equal(204);
+      expect((await resetPassword({ password: "allowed-passw0rd" }, granted.access_token)).status).to.equal(
+        204,
+      );
     });
   });
 
