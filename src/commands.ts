@@ -475,7 +475,6 @@ async function withRegistry(fn: (r: Registry) => Promise<void>): Promise<void> {
     await fn(registry);
   } finally {
     await registry.redis.quit().catch(() => undefined);
-    registry.afterAnswer.disconnect();
   }
 }
 

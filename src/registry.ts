@@ -24,13 +24,6 @@ export interface Registry {
   config: Config;
   log: Logger;
   redis: RedisClient;
-  /**
-   * A connection of its own for what a call writes after its answer is decided (a token's lease
-   * and address place given back). ioredis keeps one auto-pipeline in flight per connection: on
-   * `redis`, a batch of them would hold the next call's batch back a round trip; here they are
-   * batched among themselves. Connects on first use.
-   */
-  afterAnswer: RedisClient;
   keys: Keys;
   secrets: Secrets;
   accounts: RedisAccountStore;
@@ -58,8 +51,6 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
   const redis = createRedis(config);
   reportRedisErrors(redis, log, "main", counted);
   await connectRedis(redis);
-  const afterAnswer = createRedis(config);
-  reportRedisErrors(afterAnswer, log, "after-answer", counted);
   const keys = new Keys(config.REDIS_KEY_PREFIX);
   const secrets = new Secrets(config.SECRETS_KEY);
   const accounts = new RedisAccountStore(redis, keys, secrets);
@@ -74,14 +65,12 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     });
   } catch (err) {
     redis.disconnect();
-    afterAnswer.disconnect();
     throw err;
   }
   return {
     config,
     log,
     redis,
-    afterAnswer,
     keys,
     secrets,
     accounts,

@@ -77,7 +77,7 @@ export async function serveModules(
     for (const work of [...started.filter((w) => !opened.includes(w)), ...opened].reverse()) {
       await work.close?.({ deadlineMs: Date.now(), redisAnswers: false }).catch(() => undefined);
     }
-    for (const r of [redis, registry.afterAnswer, subscriber]) r.disconnect();
+    for (const r of [redis, subscriber]) r.disconnect();
     throw err;
   }
 
@@ -201,15 +201,12 @@ export async function serveModules(
           if ((await work.close?.({ deadlineMs: workEndsMs, redisAnswers })) === false) clean = false;
         }
         await Promise.all(unwatches.map((unwatch) => unwatch()));
-        await Promise.all(
-          [redis, registry.afterAnswer, subscriber].map((r) => r.quit().catch(() => undefined)),
-        );
+        await Promise.all([redis, subscriber].map((r) => r.quit().catch(() => undefined)));
       })();
       if (!(await within(closing, deadlineMs - Date.now()))) {
         log.warn("shutdown grace period over before the outbox, providers and Redis closed");
         clean = false;
         redis.disconnect();
-        registry.afterAnswer.disconnect();
         subscriber.disconnect();
       }
       await admin?.close();
