@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { Keys, LuaScript, scanKeys, type RedisClient } from "../redis/client.js";
+import { Keys, scanKeys, type RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
+import { AccountKeys } from "./keys.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import { announceChange } from "../redis/watched-cache.js";
 import {
@@ -41,21 +43,27 @@ export interface AccountStore extends AccountReader {
 }
 
 export const API_KEY_PURPOSE = "account-api-key";
-const updateAccount = LuaScript.fromFile(new URL("./update-account.lua", import.meta.url));
+const updateAccount = defineScript({
+  file: new URL("./update-account.lua", import.meta.url),
+  keys: ["account"],
+  argv: ["op", "value", "language", "text"],
+});
 
 export class RedisAccountStore implements AccountStore {
   readonly changes: string;
+  private readonly keys: AccountKeys;
 
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
+    keys: Keys,
     private readonly secrets: Secrets,
   ) {
-    this.changes = keys.key("changed", "accounts");
+    this.keys = new AccountKeys(keys);
+    this.changes = this.keys.changes();
   }
 
   private key(customerUuid: string): string {
-    return this.keys.key("acct", customerUuid);
+    return this.keys.account(customerUuid);
   }
 
   async create(input: NewAccountInput): Promise<CreatedAccount> {
@@ -97,7 +105,7 @@ export class RedisAccountStore implements AccountStore {
 
   /** The index entry of a key hash: the keyed hash only, so the key cannot be read back. */
   private apiKeyKey(apiKeyHash: string): string {
-    return this.keys.key("apikey", apiKeyHash);
+    return this.keys.apiKey(apiKeyHash);
   }
 
   async webhookSecret(customerUuid: string): Promise<string | undefined> {
@@ -120,7 +128,7 @@ export class RedisAccountStore implements AccountStore {
    */
   async indexApiKeys(): Promise<number> {
     let written = 0;
-    for await (const keys of scanKeys(this.redis, this.keys.key("acct", "*"), 500)) {
+    for await (const keys of scanKeys(this.redis, this.keys.allAccounts(), 500)) {
       for (const key of keys) {
         const customerUuid = /\{([^}]*)\}$/.exec(key)?.[1];
         const hash = customerUuid === undefined ? null : await this.redis.hget(key, "api_key_hash");
@@ -154,7 +162,7 @@ export class RedisAccountStore implements AccountStore {
   }
 
   async setStatus(customerUuid: string, status: AccountStatus): Promise<boolean> {
-    return (await this.update(customerUuid, ["status", status])) !== null;
+    return (await this.update(customerUuid, { op: "status", value: status })) !== null;
   }
 
   async setTemplate(
@@ -163,17 +171,22 @@ export class RedisAccountStore implements AccountStore {
     language: string,
     text: string,
   ): Promise<boolean> {
-    return (await this.update(customerUuid, ["template", templateId, language, text])) !== null;
+    return (await this.update(customerUuid, { op: "template", value: templateId, language, text })) !== null;
   }
 
   async credit(customerUuid: string, micros: number): Promise<number | undefined> {
-    const balance = await this.update(customerUuid, ["credit", micros]);
+    const balance = await this.update(customerUuid, { op: "credit", value: micros });
     return balance === null ? undefined : Number(balance);
   }
 
   /** Every change goes through here, so that processes keeping the account drop it at once. */
-  private async update(customerUuid: string, args: (string | number)[]): Promise<unknown> {
-    const answer = await updateAccount.run(this.redis, [this.key(customerUuid)], args);
+  private async update(
+    customerUuid: string,
+    args: { op: "status" | "credit" | "template"; value: string | number; language?: string; text?: string },
+  ): Promise<unknown> {
+    const { op, value, language, text } = args;
+    const argv = { op, value, language, text };
+    const answer = await updateAccount.run(this.redis, { account: this.key(customerUuid) }, argv);
     if (answer !== null) await announceChange(this.redis, this.changes, customerUuid);
     return answer;
   }

@@ -9,26 +9,30 @@
 -- absent on V1's older rows).
 -- Returns {status or 'not_found', 1 when an event awaits webhook delivery}. Only real
 -- comparisons are events, so refused checks cannot grow the list.
-local a = cjson.decode(ARGV[1])
-local h = redis.call('HMGET', KEYS[1], 'status', 'code_hash', 'validated', 'expires_at_ms', 'checks', 'api')
+local challengeKey = KEYS[1]
+local eventsKey = KEYS[2]
+local hookKey = KEYS[3]
+local pendingKey = KEYS[4]
+local args = cjson.decode(ARGV[1])
+local h = redis.call('HMGET', challengeKey, 'status', 'code_hash', 'validated', 'expires_at_ms', 'checks', 'api')
 if not h[1] then return {'not_found', 0} end
-if type(a.api) == 'string' and (h[6] or 'v1') ~= a.api then return {'not_found', 0} end
+if type(args.api) == 'string' and (h[6] or 'v1') ~= args.api then return {'not_found', 0} end
 
 local status
 if h[1] ~= 'pending' then
   status = 'without_attempt'
 elseif h[3] == '1' then
   status = 'already_validated'
-elseif a.now >= tonumber(h[4]) then
+elseif args.now >= tonumber(h[4]) then
   status = 'expired_auth'
-elseif tonumber(h[5] or '0') >= a.maxChecks then
+elseif tonumber(h[5] or '0') >= args.maxChecks then
   status = 'rate_limited'
 else
-  redis.call('HINCRBY', KEYS[1], 'checks', 1)
-  if h[2] == a.codeHash then
+  redis.call('HINCRBY', challengeKey, 'checks', 1)
+  if h[2] == args.codeHash then
     -- A validated challenge compares no code again: its hash is dropped (docs/capacity.md).
-    redis.call('HSET', KEYS[1], 'validated', '1')
-    redis.call('HDEL', KEYS[1], 'code_hash')
+    redis.call('HSET', challengeKey, 'validated', '1')
+    redis.call('HDEL', challengeKey, 'code_hash')
     status = 'valid'
   else
     status = 'invalid'
@@ -36,11 +40,11 @@ else
 end
 
 local hooked = 0
-if type(a.events) == 'table' and (status == 'valid' or status == 'invalid') then
+if type(args.events) == 'table' and (status == 'valid' or status == 'invalid') then
   local _
-  local envelope = a.events[status]
-  if type(envelope) == 'table' then envelope = stream_correlated(envelope, KEYS[1]) end
-  local compact = type(a.events.compact) == 'table' and a.events.compact[status] or ''
-  _, hooked = row_event(KEYS[1], KEYS[2], KEYS[3], KEYS[4], envelope, compact)
+  local envelope = args.events[status]
+  if type(envelope) == 'table' then envelope = stream_correlated(envelope, challengeKey) end
+  local compact = type(args.events.compact) == 'table' and args.events.compact[status] or ''
+  _, hooked = row_event(challengeKey, eventsKey, hookKey, pendingKey, envelope, compact)
 end
 return {status, hooked}

@@ -1,5 +1,6 @@
 import { randomInt } from "node:crypto";
-import { LuaScript, type RedisClient } from "../redis/client.js";
+import type { RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { RingfenceError } from "../errors.js";
 import { STREAM_LIBRARY, type CorrelatedEnvelope } from "../webhooks/stream.js";
@@ -21,17 +22,21 @@ export const CHECK_STATUSES = [
 export type CheckStatus = (typeof CHECK_STATUSES)[number];
 
 const CODE_PURPOSE = "otp-code";
-const checkCodeScript = LuaScript.withLibraries(
-  new URL("./check-code.lua", import.meta.url),
-  STREAM_LIBRARY,
-  ROW_EVENTS_LIBRARY,
-);
+const checkCodeScript = defineScript({
+  file: new URL("./check-code.lua", import.meta.url),
+  libraries: [STREAM_LIBRARY, ROW_EVENTS_LIBRARY],
+  keys: ["challenge", "events", "hook", "pending"],
+  argv: ["args"],
+});
 /** Shared sliding-window functions, prepended to every script that limits sends. */
 export const WINDOW_LIBRARY = new URL("./window.lua", import.meta.url);
-const takeWindowScript = LuaScript.withLibraries(
-  new URL("./take-window.lua", import.meta.url),
-  WINDOW_LIBRARY,
-);
+const takeWindowScript = defineScript({
+  file: new URL("./take-window.lua", import.meta.url),
+  libraries: [WINDOW_LIBRARY],
+  keys: [],
+  rest: "window",
+  argv: ["args"],
+});
 
 /** A sliding-window rule (`count/seconds`, as the limit settings say); null when the rule is off. */
 export type WindowRule = { limit: number; windowSeconds: number } | null;
@@ -69,8 +74,9 @@ export async function takeWindows(
   const args = { now: Date.now(), rules: live.map((w) => w.rule), member, mode };
   const [waitMs, first] = (await takeWindowScript.run(
     redis,
+    {},
+    { args: JSON.stringify(args) },
     live.map((w) => w.key),
-    [JSON.stringify(args)],
   )) as [number, number];
   return { waitMs, full: first > 0 ? live[first - 1] : undefined };
 }
@@ -119,17 +125,17 @@ export async function checkCode(
   args: { now: number; codeHash: string; maxChecks: number; api?: string },
 ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean }> {
   const e = keys.events;
-  const k = [
-    keys.challenge,
-    e?.list ?? keys.challenge,
-    e?.hook ?? keys.challenge,
-    e?.pending ?? keys.challenge,
-  ];
+  const k = {
+    challenge: keys.challenge,
+    events: e?.list ?? keys.challenge,
+    hook: e?.hook ?? keys.challenge,
+    pending: e?.pending ?? keys.challenge,
+  };
   const payload = {
     ...args,
     events: e === undefined ? null : { valid: e.valid, invalid: e.invalid, compact: e.compact ?? null },
   };
-  const [status, hooked] = (await checkCodeScript.run(redis, k, [JSON.stringify(payload)])) as [
+  const [status, hooked] = (await checkCodeScript.run(redis, k, { args: JSON.stringify(payload) })) as [
     CheckStatus | "not_found",
     number,
   ];

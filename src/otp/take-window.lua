@@ -6,26 +6,27 @@
 -- Returns {0, 0} when there was room (and, unless peeking, the use is recorded), else {the ms
 -- until the full windows free a place, the position (1-based) of the first full window}; nothing
 -- is recorded then.
-local a = cjson.decode(ARGV[1])
-if a.mode == 'remove' then
-  for _, key in ipairs(KEYS) do redis.call('ZREM', key, a.member) end
+local windowKeys = { unpack(KEYS, 1) }
+local args = cjson.decode(ARGV[1])
+if args.mode == 'remove' then
+  for _, key in ipairs(windowKeys) do redis.call('ZREM', key, args.member) end
   return {0, 0}
 end
 local wait = 0
 local first = 0
-if a.mode ~= 'add' then
-  for i, key in ipairs(KEYS) do
-    local rule = a.rules[i]
-    if window_full(key, rule, a.now) then
+if args.mode ~= 'add' then
+  for i, key in ipairs(windowKeys) do
+    local rule = args.rules[i]
+    if window_full(key, rule, args.now) then
       local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
       local frees = rule.windowSeconds * 1000
-      if oldest[2] then frees = tonumber(oldest[2]) + rule.windowSeconds * 1000 - a.now end
+      if oldest[2] then frees = tonumber(oldest[2]) + rule.windowSeconds * 1000 - args.now end
       if frees < 1 then frees = 1 end
       if frees > wait then wait = frees end
       if first == 0 then first = i end
     end
   end
 end
-if wait > 0 or a.mode == 'peek' then return {wait, first} end
-for i, key in ipairs(KEYS) do window_record(key, a.rules[i], a.now, a.member) end
+if wait > 0 or args.mode == 'peek' then return {wait, first} end
+for i, key in ipairs(windowKeys) do window_record(key, args.rules[i], args.now, args.member) end
 return {0, 0}

@@ -3,6 +3,12 @@
 -- KEYS: 1 auth, 2 events, 3 hook, 4 webhook pending set.
 -- ARGV: 1 the envelope JSON, 2 its compact record ("" for none). Returns 0 when the
 -- authentication is gone (expired), 1 when appended, 2 when appended and awaiting webhook delivery.
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local _, hooked = row_event(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])
+local authKey = KEYS[1]
+local eventsKey = KEYS[2]
+local hookKey = KEYS[3]
+local pendingKey = KEYS[4]
+local envelope = ARGV[1]
+local compact = ARGV[2]
+if redis.call('EXISTS', authKey) == 0 then return 0 end
+local _, hooked = row_event(authKey, eventsKey, hookKey, pendingKey, envelope, compact)
 return 1 + hooked

@@ -13,6 +13,19 @@
 --       the hold one caller recorded: then only that hold is resolved, and only while no recovery
 --       has claimed it (a claim moves the deadline), else nothing is done.
 -- Returns 1 when this call resolved the hold, 0 when it was already resolved (or left alone).
+local holdsKey = KEYS[1]
+local holdKey = KEYS[2]
+local accountKey = KEYS[3]
+local spendKey = KEYS[4]
+local authKey = KEYS[5]
+local eventsKey = KEYS[6]
+local hookKey = KEYS[7]
+local pendingKey = KEYS[8]
+local windowKeys = { unpack(KEYS, 9) }
+local holdId = ARGV[1]
+local outcome = ARGV[2]
+local sealed = ARGV[3]
+local deadline = ARGV[4]
 
 -- Gives retry `n` of the authentication `row` back (see above); nothing when the row is gone.
 -- What retry n replaced: `p<n>` "<attempt> <next_retry_at_ms>" and `ph<n>` its code hash.
@@ -50,30 +63,30 @@ local function give_back_retry(row, n)
   if tonumber(r[6] or '0') > 0 then redis.call('HINCRBY', row, 'retries', -1) end
 end
 
-local h = redis.call('HMGET', KEYS[2], 'price', 'member', 'kind', 'sealed')
+local h = redis.call('HMGET', holdKey, 'price', 'member', 'kind', 'sealed')
 if not h[1] then
-  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('ZREM', holdsKey, holdId)
   return 0
 end
-if ARGV[3] and (h[4] ~= ARGV[3] or tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1])) ~= tonumber(ARGV[4])) then
+if sealed and (h[4] ~= sealed or tonumber(redis.call('ZSCORE', holdsKey, holdId)) ~= tonumber(deadline)) then
   return 0
 end
-if ARGV[2] == 'release' then
+if outcome == 'release' then
   local price = tonumber(h[1])
-  redis.call('HINCRBY', KEYS[3], 'balance_micros', price)
-  redis.call('DECRBY', KEYS[4], price)
-  for i = 9, #KEYS do redis.call('ZREM', KEYS[i], h[2]) end
+  redis.call('HINCRBY', accountKey, 'balance_micros', price)
+  redis.call('DECRBY', spendKey, price)
+  for _, key in ipairs(windowKeys) do redis.call('ZREM', key, h[2]) end
   if h[3] == 'send' then
-    redis.call('DEL', KEYS[5])
-    stream_drop(KEYS[6], KEYS[7], KEYS[8])
+    redis.call('DEL', authKey)
+    stream_drop(eventsKey, hookKey, pendingKey)
   else
-    give_back_retry(KEYS[5], tonumber(string.match(ARGV[1], '%.(%d+)$')))
+    give_back_retry(authKey, tonumber(string.match(holdId, '%.(%d+)$')))
   end
 elseif h[3] == 'retry' then
   -- Accepted: its code stays, and nothing needs what it replaced any more.
-  local n = string.match(ARGV[1], '%.(%d+)$')
-  redis.call('HDEL', KEYS[5], 'p' .. n, 'ph' .. n)
+  local n = string.match(holdId, '%.(%d+)$')
+  redis.call('HDEL', authKey, 'p' .. n, 'ph' .. n)
 end
-redis.call('DEL', KEYS[2])
-redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('DEL', holdKey)
+redis.call('ZREM', holdsKey, holdId)
 return 1

@@ -1,55 +1,24 @@
 import type { Keys, RedisClient } from "../redis/client.js";
-import { LuaScript } from "../redis/client.js";
-import { RingfenceError } from "../errors.js";
-import { outboxKeys, STREAM_LIBRARY, type CorrelatedEnvelope } from "../webhooks/stream.js";
+import type { CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
 import type { VerifyApi } from "./events.js";
-import { checkCode, WINDOW_LIBRARY, type CheckStatus } from "../otp/code.js";
+import { checkCode, type CheckStatus } from "../otp/code.js";
 import {
   decodeMessageRef,
-  decodeRow,
   encodeMessageRef,
   encodeRow,
   readEvent,
   RECEIPT_FIELDS,
-  ROW_EVENTS_LIBRARY,
   type MessageRef,
-  type RowState,
 } from "./row.js";
+import { decodeAuthentication, type NewAuthentication, type StoredAuthentication } from "./authentication.js";
+import { VerifyKeys, type AuthKeys, type SendPlace } from "./keys.js";
+import * as scripts from "./scripts.js";
+import type { HoldArgs, Window } from "./scripts.js";
 
-const HOLD_LIBRARY = new URL("./hold.lua", import.meta.url);
-const script = (name: string) =>
-  LuaScript.withLibraries(
-    new URL(`./${name}.lua`, import.meta.url),
-    WINDOW_LIBRARY,
-    HOLD_LIBRARY,
-    STREAM_LIBRARY,
-    ROW_EVENTS_LIBRARY,
-  );
-const sendCode = script("send-code");
-const retryCode = script("retry-code");
-const resolveHold = script("resolve-hold");
-const claimHold = script("claim-hold");
-const appendEvent = script("append-event");
-const holdIndex = LuaScript.fromFile(new URL("./hold-index.lua", import.meta.url));
-const holdsQuiet = LuaScript.fromFile(new URL("./holds-quiet.lua", import.meta.url));
-const unindexHolds = LuaScript.fromFile(new URL("./unindex-holds.lua", import.meta.url));
-const saveFeedback = LuaScript.fromFile(new URL("./save-feedback.lua", import.meta.url));
-
-/**
- * What the send and retry scripts need to record a hold: the charge of a message whose
- * provider answer is not recorded yet. `issuedAt` + `staleMs` bound when the script may still
- * act (later, the caller has been told 503); `deadline` is when recovery may take it over.
- */
-export interface HoldArgs {
-  issuedAt: number;
-  staleMs: number;
-  deadline: number;
-  /** The outgoing message (`OutgoingSms` as JSON) sealed with Secrets: it holds the code. */
-  sealed: string;
-  /** The instance that sends it (for the logs of a recovery). */
-  owner: string;
-}
+export type { Signals, NewAuthentication, StoredAuthentication } from "./authentication.js";
+export type { AuthKeys, SendPlace } from "./keys.js";
+export type { HoldArgs } from "./scripts.js";
 
 /** A recorded hold, enough to commit or release it without the request that made it. */
 export interface Hold {
@@ -60,19 +29,6 @@ export interface Hold {
   sealed: string;
   owner: string;
   kind: "send" | "retry";
-}
-
-export interface Window {
-  limit: number;
-  windowSeconds: number;
-}
-
-/** The keys of one authentication, all under its customer's hash tag. */
-export interface AuthKeys {
-  auth: string;
-  events: string;
-  hook: string;
-  pending: string;
 }
 
 /** What the send script needs; see send-code.lua. */
@@ -105,104 +61,24 @@ export interface SendArgs {
   hook: { url: string; secretRef: string } | null;
 }
 
-export interface SendPlace {
-  customer: string;
-  auth: string;
-  phone: string;
-  ip: string;
-  device: string;
-  range: string;
-  month: string;
-}
-
-/** The device and user data points given at creation (empty strings: not given). */
-export interface Signals {
-  ip: string;
-  deviceId: string;
-  deviceType: string;
-  appVersion: string;
-  osVersion: string;
-  deviceModel: string;
-  isReturningUser?: boolean | undefined;
-}
-
-/** What a new authentication is stored with; its status and code come from send-code.lua. */
-export interface NewAuthentication {
-  /** The API that created it: its events and answers take that API's shapes. */
-  api: VerifyApi;
-  customerUuid: string;
-  phoneNumber: string;
-  countryCode: string;
-  createdAt: string;
-  expiresAt: string;
-  expiresAtMs: number;
-  correlationId: string;
-  locale: string;
-  templateId: string;
-  from: string;
-  appRealm: string;
-  callbackUrl: string;
-  /** The price of one message to this number when it was created, in millionths. */
-  priceMicros: number;
-  /** Digits of its codes (V2 `code_size`; V1 the service's OTP_LENGTH). */
-  codeLength: number;
-  signals: Signals;
-}
-
-export interface StoredAuthentication extends NewAuthentication, RowState {}
-
-/** A row (either format, src/verify/row.ts) as the service reads it; undefined when none. */
-function decodeAuthentication(
-  customer: string,
-  h: Record<string, string>,
-): { auth: StoredAuthentication; compact: string[] } | undefined {
-  const decoded = decodeRow(h);
-  if (decoded === undefined) return undefined;
-  return { auth: { ...decoded.row, customerUuid: customer }, compact: decoded.events };
-}
-
 /** Redis-backed state of V1 authentications; every rule runs as one script on one slot. */
 export class VerifyStore {
+  readonly keys: VerifyKeys;
+
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
-  ) {}
+    keys: Keys,
+  ) {
+    this.keys = new VerifyKeys(keys);
+  }
 
   authKeys(customer: string, auth: string): AuthKeys {
-    const base = this.keys.key("auth", customer, auth);
-    const events = `${base}:events`;
-    const { hook, pending } = outboxKeys(events, this.keys);
-    return { auth: base, events, hook, pending };
-  }
-
-  private placeKeys(p: SendPlace) {
-    const { keys } = this;
-    const tag = p.customer;
-    return {
-      ...this.authKeys(tag, p.auth),
-      account: keys.key("acct", tag),
-      spend: keys.key("acct", tag, "spend", p.month),
-      number: keys.key("rl", tag, "num", p.phone),
-      ip: keys.key("rl", tag, "ip", p.ip),
-      device: keys.key("rl", tag, "dev", p.device),
-      accountWindow: keys.key("rl", tag, "acct"),
-      ipNumbers: keys.key("spam", tag, "ipnums", p.ip),
-      deviceNumbers: keys.key("spam", tag, "devnums", p.device),
-      range: keys.key("spam", tag, "range", p.range),
-    };
-  }
-
-  /**
-   * The V2 target index: the uuid of the number's running verification (docs/v2-api.md#create),
-   * written by the send script, expiring with it.
-   */
-  targetKey(customer: string, phone: string): string {
-    return this.keys.key("v2target", customer, phone);
+    return this.keys.auth(customer, auth);
   }
 
   /** The uuid the V2 target index names for a number (it may have ended since); undefined when none. */
   async targetAuth(customer: string, phone: string): Promise<string | undefined> {
-    return (await this.redis.get(this.targetKey(customer, phone))) ?? undefined;
+    return (await this.redis.get(this.keys.target(customer, phone))) ?? undefined;
   }
 
   /**
@@ -227,27 +103,17 @@ export class VerifyStore {
     return (await this.redis.hget(this.authKeys(customer, auth).auth, "correlation_id")) ?? "";
   }
 
-  /**
-   * The index of customers that may have holds: one well-known key, outside any customer's slot.
-   * A sorted set scored by the issue time of the latest send or retry that listed the customer,
-   * so the recovery can drop a customer without losing a hold recorded as it does (see
-   * `unindexIfEmpty`).
-   */
+  /** The index of customers that may have holds (see keys.ts, holdIndex). */
   holdIndexKey(): string {
-    return this.keys.key("holds", "index", "listed");
-  }
-
-  /** The index as earlier versions kept it (a plain set), moved into the new one by the recovery. */
-  private earlierHoldIndexKey(): string {
-    return this.keys.key("holds", "index");
+    return this.keys.holdIndex();
   }
 
   holdsKey(customer: string): string {
-    return this.keys.key("holds", customer);
+    return this.keys.holds(customer);
   }
 
   holdKey(customer: string, id: string): string {
-    return this.keys.key("hold", customer, id);
+    return this.keys.hold(customer, id);
   }
 
   /**
@@ -255,11 +121,8 @@ export class VerifyStore {
    * last listed at.
    */
   async holdCustomers(): Promise<{ customer: string; listedAt: number }[]> {
-    const flat = (await holdIndex.run(
-      this.redis,
-      [this.holdIndexKey(), this.earlierHoldIndexKey()],
-      [],
-    )) as string[];
+    const keys = { index: this.keys.holdIndex(), earlierIndex: this.keys.earlierHoldIndex() };
+    const flat = (await scripts.holdIndex.run(this.redis, keys, {})) as string[];
     const listed: { customer: string; listedAt: number }[] = [];
     for (let i = 0; i + 1 < flat.length; i += 2) {
       listed.push({ customer: flat[i] as string, listedAt: Number(flat[i + 1]) });
@@ -277,7 +140,7 @@ export class VerifyStore {
    * with every reserve); a later listing already there stays.
    */
   private async indexHolds(customer: string, issuedAt: number): Promise<void> {
-    await this.redis.zadd(this.holdIndexKey(), "GT", issuedAt, customer);
+    await this.redis.zadd(this.keys.holdIndex(), "GT", issuedAt, customer);
   }
 
   /** The hold of a send (`kind` send) or retry at `place`, for commit or release by its owner. */
@@ -286,9 +149,11 @@ export class VerifyStore {
   }
 
   private releaseKeys(place: SendPlace, kind: "send" | "retry"): string[] {
-    const k = this.placeKeys(place);
+    const k = this.keys.place(place);
     const windows =
-      kind === "send" ? [k.number, k.ip, k.device, k.accountWindow, k.range] : [k.number, k.accountWindow];
+      kind === "send"
+        ? [k.numberWindow, k.ipWindow, k.deviceWindow, k.accountWindow, k.range]
+        : [k.numberWindow, k.accountWindow];
     return [k.account, k.spend, k.auth, k.events, k.hook, k.pending, ...windows];
   }
 
@@ -304,22 +169,21 @@ export class VerifyStore {
     status: "pending" | "rate_limited" | "spam_detected" | "stale" | "raced";
     refusedBy?: string;
   }> {
-    const k = this.placeKeys(place);
-    const keys = [k.account, k.spend, k.auth, k.events, k.hook, k.pending, k.number, k.ip, k.device];
-    keys.push(k.accountWindow, k.ipNumbers, k.deviceNumbers, k.range);
-    keys.push(this.holdsKey(place.customer), this.holdKey(place.customer, hold.id));
-    keys.push(this.targetKey(place.customer, place.phone));
+    const keys = {
+      ...this.keys.place(place),
+      holds: this.keys.holds(place.customer),
+      hold: this.keys.hold(place.customer, hold.id),
+      target: this.keys.target(place.customer, place.phone),
+    };
     const release = JSON.stringify(this.releaseKeys(place, "send"));
     const { authentication, ...rest } = args;
     const fields = encodeRow(authentication);
-    const answer = (await this.listed(place, hold, "send", () =>
-      scriptCall(sendCode, this.redis, keys, { ...rest, fields, hold: { ...hold, release } }),
-    )) as string;
+    const [status, refusedBy] = (await this.listed(place, hold, "send", () =>
+      scripts.sendCode.run(this.redis, keys, {
+        args: JSON.stringify({ ...rest, fields, hold: { ...hold, release } }),
+      }),
+    )) as ["pending" | "rate_limited" | "spam_detected" | "stale" | "raced", string?];
     // A replayed send answers its stored status alone: its refusal was counted when it ran.
-    const [status, refusedBy] = answer.split(":") as [
-      "pending" | "rate_limited" | "spam_detected" | "stale" | "raced",
-      string?,
-    ];
     return refusedBy === undefined ? { status } : { status, refusedBy };
   }
 
@@ -358,10 +222,20 @@ export class VerifyStore {
     outcome: "commit" | "release",
     unclaimed?: Pick<HoldArgs, "sealed" | "deadline">,
   ): Promise<boolean> {
-    const keys = [this.holdsKey(hold.customer), this.holdKey(hold.customer, hold.id), ...hold.release];
-    const args = [hold.id, outcome];
-    if (unclaimed !== undefined) args.push(unclaimed.sealed, String(unclaimed.deadline));
-    return Number(await resolveHold.run(this.redis, keys, args)) === 1;
+    // `release` lists account, spend, the four authentication keys, then the windows.
+    const [account, spend, auth, events, hook, pending, ...windows] = hold.release as [
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      ...string[],
+    ];
+    const keys = { holds: this.keys.holds(hold.customer), hold: this.keys.hold(hold.customer, hold.id) };
+    const args = { holdId: hold.id, outcome, sealed: unclaimed?.sealed, deadline: unclaimed?.deadline };
+    const named = { ...keys, account, spend, auth, events, hook, pending };
+    return Number(await scripts.resolveHold.run(this.redis, named, args, windows)) === 1;
   }
 
   /** Ids of the customer's holds whose deadline has passed (at most `limit`). */
@@ -378,15 +252,18 @@ export class VerifyStore {
    * listed the customer after the drop, or later than `listedAt`: it stays listed either way.
    */
   async unindexIfEmpty(customer: string, listedAt: number, staleMs: number): Promise<boolean> {
-    const quiet = await holdsQuiet.run(this.redis, [this.holdsKey(customer)], [listedAt, staleMs]);
+    const holds = { holds: this.holdsKey(customer) };
+    const quiet = await scripts.holdsQuiet.run(this.redis, holds, { listedAt, staleMs });
     if (Number(quiet) !== 1) return false;
-    return Number(await unindexHolds.run(this.redis, [this.holdIndexKey()], [customer, listedAt])) === 1;
+    const index = { index: this.keys.holdIndex() };
+    return Number(await scripts.unindexHolds.run(this.redis, index, { customer, listedAt })) === 1;
   }
 
   /** Takes a due hold for recovery, moving its deadline to `until`; undefined when not due. */
   async claimHold(customer: string, id: string, now: number, until: number): Promise<Hold | undefined> {
-    const keys = [this.holdsKey(customer), this.holdKey(customer, id)];
-    const flat = (await claimHold.run(this.redis, keys, [id, now, until])) as string[] | null;
+    const keys = { holds: this.keys.holds(customer), hold: this.keys.hold(customer, id) };
+    const args = { holdId: id, now, deadline: until };
+    const flat = (await scripts.claimHold.run(this.redis, keys, args)) as string[] | null;
     if (flat === null) return undefined;
     const h: Record<string, string> = {};
     for (let i = 0; i + 1 < flat.length; i += 2) h[flat[i] as string] = flat[i + 1] as string;
@@ -450,12 +327,21 @@ export class VerifyStore {
     /** The setting of the rule that refused the retry, when one did. */
     refusedBy?: string;
   }> {
-    const k = this.placeKeys(place);
-    const keys = [k.account, k.spend, k.auth, k.number, k.accountWindow];
-    keys.push(this.holdsKey(place.customer), this.holdKey(place.customer, hold.id));
+    const k = this.keys.place(place);
+    const keys = {
+      account: k.account,
+      spend: k.spend,
+      auth: k.auth,
+      numberWindow: k.numberWindow,
+      accountWindow: k.accountWindow,
+      holds: this.keys.holds(place.customer),
+      hold: this.keys.hold(place.customer, hold.id),
+    };
     const release = JSON.stringify(this.releaseKeys(place, "retry"));
     const [status, retries, next, refusedBy] = (await this.listed(place, hold, "retry", () =>
-      scriptCall(retryCode, this.redis, keys, { ...args, hold: { ...hold, release } }),
+      scripts.retryCode.run(this.redis, keys, {
+        args: JSON.stringify({ ...args, hold: { ...hold, release } }),
+      }),
     )) as [RetryStatus | "not_found" | "stale", number, number, string?];
     return refusedBy === undefined
       ? { status, retries, nextRetryAtMs: next }
@@ -472,12 +358,10 @@ export class VerifyStore {
     envelope: Envelope,
     compact: string,
   ): Promise<{ hooked: boolean }> {
-    const k = this.authKeys(customer, auth);
-    const n = await appendEvent.run(
-      this.redis,
-      [k.auth, k.events, k.hook, k.pending],
-      [JSON.stringify(envelope), compact],
-    );
+    const n = await scripts.appendEvent.run(this.redis, this.authKeys(customer, auth), {
+      envelope: JSON.stringify(envelope),
+      compact,
+    });
     return { hooked: Number(n) === 2 };
   }
 
@@ -530,11 +414,11 @@ export class VerifyStore {
    * for `seconds` (SMS_RECEIPT_RETENTION_SECONDS).
    */
   async rememberMessage(providerId: string, ref: MessageRef, seconds: number): Promise<void> {
-    await this.redis.set(this.keys.key("smsref", providerId), encodeMessageRef(ref), "EX", seconds);
+    await this.redis.set(this.keys.messageRef(providerId), encodeMessageRef(ref), "EX", seconds);
   }
 
   async messageOwner(providerId: string): Promise<MessageRef | undefined> {
-    const v = await this.redis.get(this.keys.key("smsref", providerId));
+    const v = await this.redis.get(this.keys.messageRef(providerId));
     return v === null ? undefined : decodeMessageRef(v);
   }
 
@@ -549,29 +433,11 @@ export class VerifyStore {
     uuid: string,
     at: string,
   ): Promise<boolean> {
-    const saved = await saveFeedback.run(
+    const saved = await scripts.saveFeedback.run(
       this.redis,
-      [this.keys.key("fb", customer, phone)],
-      [status, uuid, at],
+      { feedback: this.keys.feedback(customer, phone) },
+      { status, uuid, at },
     );
     return Number(saved) === 1;
-  }
-}
-
-/** Runs a script whose refusals come back as error replies named after a V1 error code. */
-async function scriptCall(s: LuaScript, redis: RedisClient, keys: string[], args: unknown): Promise<unknown> {
-  try {
-    return await s.run(redis, keys, [JSON.stringify(args)]);
-  } catch (err) {
-    // Redis prefixes a lower-case error reply with "ERR " and may add the script's context after it.
-    const code = err instanceof Error ? (/^(?:ERR )?(\w+)/.exec(err.message)?.[1] ?? "") : "";
-    if (code === "negative_balance")
-      throw new RingfenceError(code, "the account balance is too low to send a message");
-    if (code === "spending_limit_exceeded") {
-      throw new RingfenceError(code, "this message would pass the account's monthly spending limit");
-    }
-    if (code === "suspended_account") throw new RingfenceError(code, "this account is suspended");
-    if (code === "account_invalid") throw new RingfenceError(code, "unknown customer");
-    throw err;
   }
 }

@@ -3,17 +3,24 @@
 -- KEYS[1] stream, KEYS[2] its delivered count, KEYS[3] its lock.
 -- ARGV: lock token, expected count, new count, lock ttl in ms.
 -- Returns the new count, -1 when the lock was lost, -2 when the count had moved.
-if redis.call('GET', KEYS[3]) ~= ARGV[1] then
+local streamKey = KEYS[1]
+local deliveredKey = KEYS[2]
+local lockKey = KEYS[3]
+local token = ARGV[1]
+local expected = ARGV[2]
+local count = ARGV[3]
+local lockTtlMs = ARGV[4]
+if redis.call('GET', lockKey) ~= token then
   return -1
 end
-if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[2]) then
+if tonumber(redis.call('GET', deliveredKey) or '0') ~= tonumber(expected) then
   return -2
 end
-redis.call('SET', KEYS[2], ARGV[3])
+redis.call('SET', deliveredKey, count)
 -- The count lives as long as the stream, so that a stream that expires starts again from 0.
-local ttl = redis.call('PTTL', KEYS[1])
+local ttl = redis.call('PTTL', streamKey)
 if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', deliveredKey, ttl)
 end
-redis.call('PEXPIRE', KEYS[3], ARGV[4])
-return tonumber(ARGV[3])
+redis.call('PEXPIRE', lockKey, lockTtlMs)
+return tonumber(count)

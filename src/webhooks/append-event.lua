@@ -2,6 +2,12 @@
 -- with it. KEYS: 1 stream (list), 2 its hook hash, 3 the pending set of its hash tag (name them
 -- with outboxKeys). ARGV: envelope (the exact JSON bytes to POST), url, secret_ref.
 -- Returns the new length of the stream.
-stream_set_hook(KEYS[2], ARGV[2], ARGV[3])
-local n = stream_append(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+local streamKey = KEYS[1]
+local hookKey = KEYS[2]
+local pendingKey = KEYS[3]
+local envelope = ARGV[1]
+local url = ARGV[2]
+local secretRef = ARGV[3]
+stream_set_hook(hookKey, url, secretRef)
+local n = stream_append(streamKey, hookKey, pendingKey, envelope)
 return n

@@ -5,7 +5,8 @@ import { z } from "zod";
 import type { Logger } from "../log.js";
 import { OutboundRefused, type OutboundGuard } from "../net/outbound.js";
 import { isRedisUnavailable } from "../errors.js";
-import { LuaScript, RedisErrorReport, scanKeys, type Keys, type RedisClient } from "../redis/client.js";
+import { RedisErrorReport, scanKeys, type Keys, type RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
 import { parseHttpUrl } from "../net/validate.js";
 import { SIGNATURE_HEADER, signWebhook } from "./signature.js";
 import { hashTag, outboxKeys, PENDING_KIND, readEnvelopeHead, type OutboxKeys } from "./stream.js";
@@ -85,9 +86,18 @@ const jobData = z.object({
 type DeliveryJob = z.infer<typeof jobData>;
 const LIVE_STATES: readonly string[] = ["waiting", "delayed", "active", "prioritized", "waiting-children"];
 
-const advanceCursor = LuaScript.fromFile(new URL("./advance-cursor.lua", import.meta.url));
-const finishStream = LuaScript.fromFile(new URL("./finish-stream.lua", import.meta.url));
-const releaseLock = LuaScript.fromFile(new URL("./release-lock.lua", import.meta.url));
+const file = (name: string) => new URL(`./${name}.lua`, import.meta.url);
+const advanceCursor = defineScript({
+  file: file("advance-cursor"),
+  keys: ["stream", "delivered", "lock"],
+  argv: ["token", "expected", "count", "lockTtlMs"],
+});
+const finishStream = defineScript({
+  file: file("finish-stream"),
+  keys: ["stream", "delivered", "pending"],
+  argv: [],
+});
+const releaseLock = defineScript({ file: file("release-lock"), keys: ["lock"], argv: ["token"] });
 
 /**
  * At-least-once, signed, ordered-per-stream delivery of webhook streams (see stream.ts), shared by
@@ -345,7 +355,7 @@ export class WebhookOutbox {
     try {
       await this.deliverStream(job, token, list, k, lockToken);
     } finally {
-      await releaseLock.run(this.redis, [k.lock], [lockToken]).catch((err: unknown) => {
+      await releaseLock.run(this.redis, { lock: k.lock }, { token: lockToken }).catch((err: unknown) => {
         this.log.warn("webhook lock not released; it expires", { list, error: errorMessage(err) });
       });
     }
@@ -373,8 +383,8 @@ export class WebhookOutbox {
       const advance = async () => {
         const moved = await advanceCursor.run(
           this.redis,
-          [list, k.delivered, k.lock],
-          [lockToken, delivered, delivered + 1, this.lockTtlMs],
+          { stream: list, delivered: k.delivered, lock: k.lock },
+          { token: lockToken, expected: delivered, count: delivered + 1, lockTtlMs: this.lockTtlMs },
         );
         // Our lock expired and another worker took over: let it go on, look again later.
         if (Number(moved) < 0) await this.later(job, token, LOCK_BUSY_RETRY_MS);
@@ -488,7 +498,13 @@ export class WebhookOutbox {
   }
 
   private async finish(list: string, k: OutboxKeys): Promise<boolean> {
-    return (await finishStream.run(this.redis, [list, k.delivered, k.pending], [])) === 1;
+    return (
+      (await finishStream.run(
+        this.redis,
+        { stream: list, delivered: k.delivered, pending: k.pending },
+        {},
+      )) === 1
+    );
   }
 
   /** Puts the job back for later without counting an attempt. */

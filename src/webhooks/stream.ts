@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
+import type { Keys, RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
 
 /**
  * A webhook stream is a Redis LIST of JSON envelopes, appended to by the domain and delivered in
@@ -142,7 +143,12 @@ export function readEnvelopeHead(raw: string): { id: string; createdAtMs: number
 /** The stream rules as Lua functions, prepended to every script that records events (stream.lua). */
 export const STREAM_LIBRARY = new URL("./stream.lua", import.meta.url);
 
-const appendEvent = LuaScript.withLibraries(new URL("./append-event.lua", import.meta.url), STREAM_LIBRARY);
+const appendEvent = defineScript({
+  file: new URL("./append-event.lua", import.meta.url),
+  libraries: [STREAM_LIBRARY],
+  keys: ["stream", "hook", "pending"],
+  argv: ["envelope", "url", "secretRef"],
+});
 
 /**
  * Appends one envelope to a stream with the commands a domain script must run (see
@@ -158,6 +164,10 @@ export async function appendWebhookEvent(
 ): Promise<number> {
   const k = outboxKeys(listKey, keys);
   return Number(
-    await appendEvent.run(redis, [listKey, k.hook, k.pending], [envelope, hook.url, hook.secretRef]),
+    await appendEvent.run(
+      redis,
+      { stream: listKey, hook: k.hook, pending: k.pending },
+      { envelope, url: hook.url, secretRef: hook.secretRef },
+    ),
   );
 }

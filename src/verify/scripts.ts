@@ -1,0 +1,105 @@
+import { defineScript } from "../redis/script.js";
+import { STREAM_LIBRARY } from "../webhooks/stream.js";
+import { WINDOW_LIBRARY } from "../otp/code.js";
+import { ROW_EVENTS_LIBRARY } from "./row.js";
+
+/** The verification scripts, each called with the keys its file names at its top. */
+const HOLD_LIBRARY = new URL("./hold.lua", import.meta.url);
+const libraries = [WINDOW_LIBRARY, HOLD_LIBRARY, STREAM_LIBRARY, ROW_EVENTS_LIBRARY];
+const file = (name: string) => new URL(`./${name}.lua`, import.meta.url);
+
+const AUTH = ["auth", "events", "hook", "pending"] as const;
+const MONEY = ["account", "spend"] as const;
+
+export const sendCode = defineScript({
+  file: file("send-code"),
+  libraries,
+  keys: [
+    ...MONEY,
+    ...AUTH,
+    "numberWindow",
+    "ipWindow",
+    "deviceWindow",
+    "accountWindow",
+    "ipNumbers",
+    "deviceNumbers",
+    "range",
+    "holds",
+    "hold",
+    "target",
+  ],
+  argv: ["args"],
+});
+
+export const retryCode = defineScript({
+  file: file("retry-code"),
+  libraries,
+  keys: [...MONEY, "auth", "numberWindow", "accountWindow", "holds", "hold"],
+  argv: ["args"],
+});
+
+export const resolveHold = defineScript({
+  file: file("resolve-hold"),
+  libraries,
+  keys: ["holds", "hold", ...MONEY, ...AUTH],
+  rest: "window",
+  argv: ["holdId", "outcome", "sealed", "deadline"],
+});
+
+export const claimHold = defineScript({
+  file: file("claim-hold"),
+  keys: ["holds", "hold"],
+  argv: ["holdId", "now", "deadline"],
+});
+
+export const appendEvent = defineScript({
+  file: file("append-event"),
+  libraries,
+  keys: AUTH,
+  argv: ["envelope", "compact"],
+});
+
+export const holdIndex = defineScript({
+  file: file("hold-index"),
+  keys: ["index", "earlierIndex"],
+  argv: [],
+});
+
+export const holdsQuiet = defineScript({
+  file: file("holds-quiet"),
+  keys: ["holds"],
+  argv: ["listedAt", "staleMs"],
+});
+
+export const unindexHolds = defineScript({
+  file: file("unindex-holds"),
+  keys: ["index"],
+  argv: ["customer", "listedAt"],
+});
+
+export const saveFeedback = defineScript({
+  file: file("save-feedback"),
+  keys: ["feedback"],
+  argv: ["status", "uuid", "at"],
+});
+
+/** A sliding-window rule of a send or retry; null when the rule is off. */
+export interface Window {
+  limit: number;
+  windowSeconds: number;
+}
+
+/**
+ * What the send and retry scripts need to record a hold: the charge of a message whose
+ * provider answer is not recorded yet. `issuedAt` + `staleMs` bound when the script may still
+ * act (later, the caller has been told 503); `deadline` is when recovery may take it over.
+ */
+export interface HoldArgs {
+  issuedAt: number;
+  staleMs: number;
+  deadline: number;
+  /** The outgoing message (`OutgoingSms` as JSON) sealed with Secrets: it holds the code. */
+  sealed: string;
+  /** The instance that sends it (for the logs of a recovery). */
+  owner: string;
+}

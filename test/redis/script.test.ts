@@ -1,0 +1,102 @@
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { expect } from "chai";
+import { Redis } from "ioredis";
+import { RingfenceError } from "../../src/errors.js";
+import { declaredInputs, defineScript } from "../../src/redis/script.js";
+import { testRedisUrl } from "../support/hooks.js";
+
+function luaFile(source: string): URL {
+  const dir = mkdtempSync(join(tmpdir(), "script-"));
+  const path = join(dir, "probe.lua");
+  writeFileSync(path, source);
+  return pathToFileURL(path);
+}
+
+/** The Lua files whose callers name their inputs (the other domains' scripts keep positional calls). */
+const NAMED = ["accounts", "otp", "verify", "webhooks"].flatMap((dir) =>
+  readdirSync(new URL(`../../src/${dir}/`, import.meta.url))
+    .filter((f) => f.endsWith(".lua"))
+    .map((f) => new URL(`../../src/${dir}/${f}`, import.meta.url)),
+);
+
+describe("script contract", () => {
+  let redis: Redis;
+  before(() => {
+    redis = new Redis(testRedisUrl());
+  });
+  after(() => {
+    redis.disconnect();
+  });
+
+  it("sends named keys and arguments in the order the file names them", async () => {
+    const script = defineScript({
+      file: luaFile(
+        [
+          "-- Answers its inputs in order.",
+          "local authKey = KEYS[1]",
+          "local eventsKey = KEYS[2]",
+          "local windowKeys = { unpack(KEYS, 3) }",
+          "local now = tonumber(ARGV[1])",
+          "local member = ARGV[2]",
+          "return {authKey, eventsKey, windowKeys[1] or '', windowKeys[2] or '', tostring(now), member or ''}",
+        ].join("\n"),
+      ),
+      keys: ["auth", "events"],
+      rest: "window",
+      argv: ["now", "member"],
+    });
+    const reply = await script.run(redis, { events: "e{t}", auth: "a{t}" }, { member: "m", now: 7 }, [
+      "w1{t}",
+      "w2{t}",
+    ]);
+    expect(reply).to.deep.equal(["a{t}", "e{t}", "w1{t}", "w2{t}", "7", "m"]);
+    // Optional arguments come last and are left out when undefined.
+    expect(
+      await script.run(redis, { auth: "a{t}", events: "e{t}" }, { now: 1, member: undefined }),
+    ).to.deep.equal(["a{t}", "e{t}", "", "", "1", ""]);
+  });
+
+  it("refuses at load a caller whose names or order differ from the file's", () => {
+    const file = luaFile(
+      "local authKey = KEYS[1]\nlocal eventsKey = KEYS[2]\nlocal now = ARGV[1]\nreturn 1\n",
+    );
+    expect(() => defineScript({ file, keys: ["events", "auth"], argv: ["now"] })).to.throw(
+      /probe\.lua declares KEYS \["auth","events"\]/,
+    );
+    expect(() => defineScript({ file, keys: ["auth"], argv: ["now"] })).to.throw(/declares KEYS/);
+    expect(() => defineScript({ file, keys: ["auth", "events"], argv: ["later"] })).to.throw(/ARGV/);
+    expect(() => defineScript({ file, keys: ["auth", "events"], rest: "window", argv: ["now"] })).to.throw(
+      /declares KEYS/,
+    );
+  });
+
+  it("turns a {'refused', code} reply into that error of src/errors.ts, whatever the script", async () => {
+    const script = defineScript({
+      file: luaFile("local accountKey = KEYS[1]\nreturn {'refused', 'negative_balance'}\n"),
+      keys: ["account"],
+      argv: [],
+    });
+    const err = await script.run(redis, { account: "acct{c}" }, {}).catch((e: unknown) => e);
+    expect(err).to.be.instanceOf(RingfenceError);
+    expect((err as RingfenceError).code).to.equal("negative_balance");
+    expect((err as RingfenceError).message).to.equal("the account balance is too low to send a message");
+  });
+
+  it("names KEYS and ARGV only at the top of every script of accounts, otp, verify and webhooks", () => {
+    expect(NAMED.length).to.be.greaterThan(10);
+    for (const url of NAMED) {
+      const source = readFileSync(url, "utf8");
+      if (!/KEYS\[/.test(source)) continue; // a library of functions (window.lua, stream.lua, ...)
+      const { keys, rest } = declaredInputs(source);
+      expect(keys.length + (rest === undefined ? 0 : 1), url.pathname).to.be.greaterThan(0);
+      // No bare KEYS[n] or ARGV[n] in the body: only the declarations at the top use them.
+      const body = source
+        .split("\n")
+        .filter((l) => !l.startsWith("--") && !/^local \w+ = .*(KEYS|ARGV)\[\d+\]/.test(l));
+      expect(body.join("\n"), url.pathname).not.to.match(/\b(KEYS|ARGV)\[/);
+    }
+  });
+});
