@@ -3,6 +3,7 @@ import { RingfenceError } from "../errors.js";
 import { limitSubject } from "../net/cidr.js";
 import { noteRefusal } from "../observability/calls.js";
 import { takeWindows, tooManyAttempts, type WindowRule } from "../otp/code.js";
+import { WindowKeys } from "../otp/window-keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Authenticator } from "../rpc/binding.js";
 import type { StoredAccount } from "./account.js";
@@ -61,7 +62,7 @@ export class KeyFailures {
 
   /** Counts a failure; the refusal to answer instead when the window was already full. */
   private async failed(subject: string): Promise<RingfenceError | undefined> {
-    const key = this.keys.key("rl", `ip:${subject}`, "apikey-failures");
+    const key = new WindowKeys(this.keys).apiKeyFailures(subject);
     const { waitMs } = await takeWindows(this.redis, [{ key, rule: this.rule }], randomUUID());
     if (waitMs === 0) return undefined;
     if (this.refusedUntil.size >= REMEMBERED_ADDRESSES) {

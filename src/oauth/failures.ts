@@ -2,6 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { limitSubject } from "../net/cidr.js";
 import { noteRefusal } from "../observability/calls.js";
 import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
+import { WindowKeys } from "../otp/window-keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { RingfenceError } from "../errors.js";
 
@@ -69,11 +70,11 @@ export class TokenFailures {
     const { perClient, perAddress } = this.rules;
     if (clientId !== undefined && perClient !== null) {
       // A digest: a caller-chosen id shapes neither the key's length nor its hash tag.
-      const key = this.keys.key("rl", `client:${digest(clientId)}`, "token-failures");
+      const key = new WindowKeys(this.keys).clientTokenFailures(digest(clientId));
       windows.push({ window: { key, rule: perClient }, setting: "TOKEN_FAILURES_CLIENT" });
     }
     if (address !== undefined && perAddress !== null) {
-      const key = this.keys.key("rl", `ip:${limitSubject(address)}`, "token-failures");
+      const key = new WindowKeys(this.keys).addressTokenFailures(limitSubject(address));
       windows.push({ window: { key, rule: perAddress }, setting: "TOKEN_FAILURES_IP" });
     }
     return windows;

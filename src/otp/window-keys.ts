@@ -66,12 +66,9 @@ export class WindowKeys {
   clientTokenFailures(clientDigest: string): string {
     return this.rl(`client:${clientDigest}`, "token-failures");
   }
-  /** Failed token requests, and token requests, from one address (its limit subject). */
+  /** Failed token requests from one address (its limit subject). */
   addressTokenFailures(subject: string): string {
     return this.rl(`ip:${subject}`, "token-failures");
-  }
-  addressTokenAttempts(subject: string): string {
-    return this.rl(`ip:${subject}`, "token-attempts");
   }
   /** Failed API keys from one address (its limit subject). */
   apiKeyFailures(subject: string): string {

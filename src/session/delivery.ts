@@ -4,6 +4,7 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { takeWindows, tooManyAttempts, type Window } from "../otp/code.js";
+import { WindowKeys } from "../otp/window-keys.js";
 import { staticSpamRule } from "../lookup/spam.js";
 import { noteRefusal } from "../observability/calls.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
@@ -41,19 +42,19 @@ export class CodeSender {
    */
   async allowLogin(appId: string, id: Identifier, client: string | undefined): Promise<void> {
     const { config, keys } = this.deps;
-    const app = (...suffix: string[]) => keys.key("rl", appId, ...suffix);
+    const rl = new WindowKeys(keys);
     await this.allowSend(appId, id, [
       {
-        key: app("ident", id.type, id.value.toLowerCase()),
+        key: rl.loginIdentifier(appId, id.type, id.value),
         rule: config.RATE_LIMIT_NUMBER,
         name: "RATE_LIMIT_NUMBER",
       },
-      { key: app("login"), rule: config.LOGIN_LIMIT_APP, name: "LOGIN_LIMIT_APP" },
+      { key: rl.login(appId), rule: config.LOGIN_LIMIT_APP, name: "LOGIN_LIMIT_APP" },
       ...(client === undefined
         ? []
         : [
             {
-              key: app("login-ip", limitSubject(client)),
+              key: rl.loginAddress(appId, limitSubject(client)),
               rule: config.LOGIN_LIMIT_IP,
               name: "LOGIN_LIMIT_IP",
             },
@@ -69,8 +70,8 @@ export class CodeSender {
     const { config, keys, redis } = this.deps;
     const key =
       "userId" in subject
-        ? keys.key("rl", subject.userId, "checks")
-        : keys.key("rl", subject.appId, "checks", subject.id.type, subject.id.value.toLowerCase());
+        ? new WindowKeys(keys).userChecks(subject.userId)
+        : new WindowKeys(keys).identifierChecks(subject.appId, subject.id.type, subject.id.value);
     const { waitMs } = await takeWindows(redis, [{ key, rule: config.OTP_CHECK_LIMIT }], randomUUID());
     if (waitMs > 0)
       throw refusedBy("OTP_CHECK_LIMIT", tooManyAttempts("too many code checks: try again later", waitMs));
@@ -93,12 +94,12 @@ export class CodeSender {
       if (spam !== undefined) throw refusedBy(spam, spamDetected());
       const prefix = id.value.slice(0, -config.SPAM_RANGE_DIGITS);
       range = {
-        key: keys.key("rl", appId, "range", prefix),
+        key: new WindowKeys(keys).range(appId, prefix),
         rule: config.SPAM_RANGE_BURST,
         name: "SPAM_RANGE_BURST",
       };
     }
-    const appTag = keys.key("rl", appId);
+    const appTag = new WindowKeys(keys).appTag(appId);
     if (range === undefined || windows.every((w) => w.key.startsWith(`${appTag}:`))) {
       // One script for all: the range refuses as spam, any other full window as too many.
       const all = range === undefined ? windows : [range, ...windows];

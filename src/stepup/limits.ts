@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Config } from "../config.js";
 import { noteRefusal } from "../observability/calls.js";
 import { takeWindows, tooManyAttempts } from "../otp/code.js";
+import { WindowKeys } from "../otp/window-keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Identifier, StepUpCodes } from "./needs.js";
 
@@ -22,10 +23,11 @@ export class StepUpLimits {
   /** One more step-up code for this user and session: the same refusals as a login's. */
   async allowStep(appId: string, userId: string, sessionId: string, id: Identifier): Promise<void> {
     const { config, keys } = this.deps;
+    const rl = new WindowKeys(keys);
     await this.deps.codes.allowSend(appId, id, [
-      { key: keys.key("rl", userId, "stepup"), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
+      { key: rl.stepUp(userId), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
       {
-        key: keys.key("rl", userId, "stepup", sessionId),
+        key: rl.stepUp(userId, sessionId),
         rule: config.STEPUP_LIMIT_SESSION,
         name: "STEPUP_LIMIT_SESSION",
       },
@@ -38,12 +40,13 @@ export class StepUpLimits {
    */
   async allowHookCall(userId: string, sessionId: string): Promise<void> {
     const { config, keys, redis } = this.deps;
+    const rl = new WindowKeys(keys);
     const { waitMs, full } = await takeWindows(
       redis,
       [
-        { key: keys.key("rl", userId, "hook"), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
+        { key: rl.hookCalls(userId), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
         {
-          key: keys.key("rl", userId, "hook", sessionId),
+          key: rl.hookCalls(userId, sessionId),
           rule: config.STEPUP_LIMIT_SESSION,
           name: "STEPUP_LIMIT_SESSION",
         },
