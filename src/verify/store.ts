@@ -13,23 +13,14 @@ import {
 } from "./row.js";
 import { decodeAuthentication, type NewAuthentication, type StoredAuthentication } from "./authentication.js";
 import { VerifyKeys, type AuthKeys, type SendPlace } from "./keys.js";
+import { HoldStore } from "./hold-store.js";
 import * as scripts from "./scripts.js";
 import type { HoldArgs, Window } from "./scripts.js";
 
 export type { Signals, NewAuthentication, StoredAuthentication } from "./authentication.js";
 export type { AuthKeys, SendPlace } from "./keys.js";
 export type { HoldArgs } from "./scripts.js";
-
-/** A recorded hold, enough to commit or release it without the request that made it. */
-export interface Hold {
-  customer: string;
-  id: string;
-  /** The keys resolve-hold.lua needs after the two hold keys (account, spend, auth, ..., windows). */
-  release: string[];
-  sealed: string;
-  owner: string;
-  kind: "send" | "retry";
-}
+export type { Hold } from "./hold-store.js";
 
 /** What the send script needs; see send-code.lua. */
 export interface SendArgs {
@@ -54,7 +45,7 @@ export interface SendArgs {
   compact?: Record<"pending" | "rate_limited" | "spam_detected", string>;
   /**
    * V2: a pending authentication becomes its number's running verification (the target index,
-   * see `targetKey`) until `expiresAtMs`, provided the index still names `running` (the uuid the
+   * see `VerifyKeys.target`) until `expiresAtMs`, provided the index still names `running` (the uuid the
    * caller read, "" for none); else nothing is done and the script answers `raced`.
    */
   target: { running: string } | null;
@@ -62,14 +53,9 @@ export interface SendArgs {
 }
 
 /** Redis-backed state of V1 authentications; every rule runs as one script on one slot. */
-export class VerifyStore {
-  readonly keys: VerifyKeys;
-
-  constructor(
-    private readonly redis: RedisClient,
-    keys: Keys,
-  ) {
-    this.keys = new VerifyKeys(keys);
+export class VerifyStore extends HoldStore {
+  constructor(redis: RedisClient, keys: Keys) {
+    super(redis, new VerifyKeys(keys));
   }
 
   authKeys(customer: string, auth: string): AuthKeys {
@@ -103,60 +89,6 @@ export class VerifyStore {
     return (await this.redis.hget(this.authKeys(customer, auth).auth, "correlation_id")) ?? "";
   }
 
-  /** The index of customers that may have holds (see keys.ts, holdIndex). */
-  holdIndexKey(): string {
-    return this.keys.holdIndex();
-  }
-
-  holdsKey(customer: string): string {
-    return this.keys.holds(customer);
-  }
-
-  holdKey(customer: string, id: string): string {
-    return this.keys.hold(customer, id);
-  }
-
-  /**
-   * Customers listed in the hold index (some may have no hold left), with the issue time they were
-   * last listed at.
-   */
-  async holdCustomers(): Promise<{ customer: string; listedAt: number }[]> {
-    const keys = { index: this.keys.holdIndex(), earlierIndex: this.keys.earlierHoldIndex() };
-    const flat = (await scripts.holdIndex.run(this.redis, keys, {})) as string[];
-    const listed: { customer: string; listedAt: number }[] = [];
-    for (let i = 0; i + 1 < flat.length; i += 2) {
-      listed.push({ customer: flat[i] as string, listedAt: Number(flat[i + 1]) });
-    }
-    return listed;
-  }
-
-  /** True once the Redis connection is closed for good (the service is stopping). */
-  closed(): boolean {
-    return this.redis.status === "end";
-  }
-
-  /**
-   * Lists the customer in the hold index at `issuedAt`, the issue time of a reserve (see `listed`:
-   * with every reserve); a later listing already there stays.
-   */
-  private async indexHolds(customer: string, issuedAt: number): Promise<void> {
-    await this.redis.zadd(this.keys.holdIndex(), "GT", issuedAt, customer);
-  }
-
-  /** The hold of a send (`kind` send) or retry at `place`, for commit or release by its owner. */
-  holdOf(place: SendPlace, id: string, kind: "send" | "retry", sealed = "", owner = ""): Hold {
-    return { customer: place.customer, id, release: this.releaseKeys(place, kind), sealed, owner, kind };
-  }
-
-  private releaseKeys(place: SendPlace, kind: "send" | "retry"): string[] {
-    const k = this.keys.place(place);
-    const windows =
-      kind === "send"
-        ? [k.numberWindow, k.ipWindow, k.deviceWindow, k.accountWindow, k.range]
-        : [k.numberWindow, k.accountWindow];
-    return [k.account, k.spend, k.auth, k.events, k.hook, k.pending, ...windows];
-  }
-
   /**
    * Charges and records a send, with its hold (`holdId`). `stale`: Redis ran it too late,
    * nothing was done.
@@ -185,96 +117,6 @@ export class VerifyStore {
     )) as ["pending" | "rate_limited" | "spam_detected" | "stale" | "raced", string?];
     // A replayed send answers its stored status alone: its refusal was counted when it ran.
     return refusedBy === undefined ? { status } : { status, refusedBy };
-  }
-
-  /**
-   * Runs a script that may record a hold (`reserve`) in the same round trip as listing the
-   * customer in the hold index at the hold's issue time, so the recovery can find the hold: the
-   * listing is written first on the same connection (one Redis) or at the same time (a
-   * Cluster); either way the recovery keeps the customer listed (see `unindexIfEmpty`). When the
-   * listing fails and a hold was made, the hold is given back and the failure thrown: nothing is
-   * sent that the recovery could not find.
-   */
-  private async listed<T>(
-    place: SendPlace,
-    hold: HoldArgs & { id: string },
-    kind: "send" | "retry",
-    reserve: () => Promise<T>,
-  ): Promise<T> {
-    const [listing, reserved] = await Promise.allSettled([
-      this.indexHolds(place.customer, hold.issuedAt),
-      reserve(),
-    ]);
-    if (reserved.status === "rejected") throw reserved.reason;
-    if (listing.status === "rejected") {
-      await this.resolveHold(this.holdOf(place, hold.id, kind), "release");
-      throw listing.reason;
-    }
-    return reserved.value;
-  }
-
-  /**
-   * Resolves a hold; true when this call did, false when it was already resolved. With `unclaimed`
-   * (what one caller's HoldArgs recorded), only that caller's hold, while no recovery claimed it.
-   */
-  async resolveHold(
-    hold: Hold,
-    outcome: "commit" | "release",
-    unclaimed?: Pick<HoldArgs, "sealed" | "deadline">,
-  ): Promise<boolean> {
-    // `release` lists account, spend, the four authentication keys, then the windows.
-    const [account, spend, auth, events, hook, pending, ...windows] = hold.release as [
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      ...string[],
-    ];
-    const keys = { holds: this.keys.holds(hold.customer), hold: this.keys.hold(hold.customer, hold.id) };
-    const args = { holdId: hold.id, outcome, sealed: unclaimed?.sealed, deadline: unclaimed?.deadline };
-    const named = { ...keys, account, spend, auth, events, hook, pending };
-    return Number(await scripts.resolveHold.run(this.redis, named, args, windows)) === 1;
-  }
-
-  /** Ids of the customer's holds whose deadline has passed (at most `limit`). */
-  async dueHolds(customer: string, now: number, limit: number): Promise<string[]> {
-    return this.redis.zrangebyscore(this.holdsKey(customer), "-inf", now, "LIMIT", 0, limit);
-  }
-
-  /**
-   * Drops a customer listed at `listedAt` from the hold index when it has no hold left (lazy
-   * cleaning); true when it did. The customer's holds and the index may be on two Cluster slots,
-   * so no script sees both: the first script drops nothing while a send listed at `listedAt` or
-   * before could still record a hold (by the clock that send's script compares), the second
-   * drops nothing once a send listed the customer later. A send whose hold neither saw has
-   * listed the customer after the drop, or later than `listedAt`: it stays listed either way.
-   */
-  async unindexIfEmpty(customer: string, listedAt: number, staleMs: number): Promise<boolean> {
-    const holds = { holds: this.holdsKey(customer) };
-    const quiet = await scripts.holdsQuiet.run(this.redis, holds, { listedAt, staleMs });
-    if (Number(quiet) !== 1) return false;
-    const index = { index: this.keys.holdIndex() };
-    return Number(await scripts.unindexHolds.run(this.redis, index, { customer, listedAt })) === 1;
-  }
-
-  /** Takes a due hold for recovery, moving its deadline to `until`; undefined when not due. */
-  async claimHold(customer: string, id: string, now: number, until: number): Promise<Hold | undefined> {
-    const keys = { holds: this.keys.holds(customer), hold: this.keys.hold(customer, id) };
-    const args = { holdId: id, now, deadline: until };
-    const flat = (await scripts.claimHold.run(this.redis, keys, args)) as string[] | null;
-    if (flat === null) return undefined;
-    const h: Record<string, string> = {};
-    for (let i = 0; i + 1 < flat.length; i += 2) h[flat[i] as string] = flat[i + 1] as string;
-    return {
-      customer,
-      id,
-      release: JSON.parse(h.release ?? "[]") as string[],
-      sealed: h.sealed ?? "",
-      owner: h.owner ?? "",
-      kind: h.kind === "retry" ? "retry" : "send",
-    };
   }
 
   async check(
