@@ -53,6 +53,13 @@ const SECRET_KEY =
 /** The password of a URL's userinfo (`redis://user:pw@host`). */
 const URL_PASSWORD = /(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]*:)[^@\s/]+@/gi;
 
+/** What a log line says of a thrown value: an Error's message (and its cause's), else the value as text. */
+export function errorMessage(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = err.cause instanceof Error ? `: ${err.cause.message}` : "";
+  return `${err.message}${cause}`;
+}
+
 export const REDACTED = "[redacted]";
 
 /** `value` with every secret field replaced and URL passwords masked, to a small depth. */

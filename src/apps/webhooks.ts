@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { badField, RingfenceError } from "../errors.js";
-import type { Logger } from "../log.js";
+import { errorMessage, type Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
@@ -295,8 +295,4 @@ function validEvents(events: readonly string[]): AppEventType[] {
 
 function isAppEventType(event: string): event is AppEventType {
   return (APP_EVENT_TYPES as readonly string[]).includes(event);
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -59,8 +59,6 @@ const BUILT_IN: Readonly<Record<string, Readonly<Record<string, BuiltInText>>>> 
   },
 };
 
-/** Template ids that exist without any account configuration. */
-export const BUILT_IN_TEMPLATE_IDS: readonly string[] = Object.keys(BUILT_IN);
 export const DEFAULT_TEMPLATE_ID = "default";
 /** Longest custom text: three concatenated GSM-7 segments. */
 export const MAX_TEMPLATE_LENGTH = 459;

@@ -228,20 +228,6 @@ export class OutboundGuard {
   };
 }
 
-/** A URL as logs may show it: origin and path, never credentials or the query. */
-export function redactUrl(raw: string): string {
-  const url = parseUrl(raw);
-  return url === undefined ? "(not a URL)" : `${url.protocol}//${url.host}${url.pathname}`;
-}
-
-function parseUrl(raw: string): URL | undefined {
-  try {
-    return new URL(raw);
-  } catch {
-    return undefined;
-  }
-}
-
 /** The host as an address or a name: WHATWG URL already turned 0x7f000001 into 127.0.0.1. */
 function hostOf(url: URL): string {
   return url.hostname.replace(/^\[|\]$/g, "");

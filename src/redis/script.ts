@@ -98,7 +98,7 @@ export function defineScript<const K extends string, const A extends string = ne
  * `{'refused', <code>}` when the script refused the call for a reason the caller answers as an
  * error (a code of src/errors.ts, with the message below). Other replies pass through.
  */
-export function decodeReply(reply: unknown): unknown {
+function decodeReply(reply: unknown): unknown {
   if (Array.isArray(reply) && reply[0] === "refused") throw refusal(String(reply[1]));
   return reply;
 }

@@ -1,4 +1,4 @@
-import { Algorithm, hash, verify } from "@node-rs/argon2";
+import { Algorithm, hash } from "@node-rs/argon2";
 
 /** Passwords (docs/session-api.md#password-change): 8 to 128 characters, stored as argon2id. */
 export const PASSWORD_LENGTH = { min: 8, max: 128 } as const;
@@ -14,8 +14,4 @@ export function checkPasswordPolicy(password: string): string | undefined {
 /** argon2id with the library's defaults (OWASP's minimum: m=19 MiB, t=2, p=1). */
 export function hashPassword(password: string): Promise<string> {
   return hash(password.normalize("NFKC"), { algorithm: Algorithm.Argon2id });
-}
-
-export function verifyPassword(stored: string, password: string): Promise<boolean> {
-  return verify(stored, password.normalize("NFKC"));
 }

@@ -1,4 +1,4 @@
--- Holds: a charged message whose provider answer is not yet recorded (see store.ts, Hold).
+-- Holds: a charged message whose provider answer is not yet recorded (see hold-store.ts, Hold).
 -- hold = {id, issuedAt, staleMs, deadline, sealed, owner, release (JSON list of keys)}.
 
 -- True when Redis runs this later than the caller could still be waiting for the answer

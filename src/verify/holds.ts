@@ -1,6 +1,6 @@
 import { RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
-import type { Logger } from "../log.js";
+import { errorMessage, type Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { COMMAND_TIMEOUT_MS } from "../redis/client.js";
 import { DeliveryError, type OutgoingSms } from "../messaging/provider.js";
@@ -182,8 +182,4 @@ export class HoldRecovery {
       this.timer.unref();
     });
   }
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -19,8 +19,6 @@ export const DELIVERY_STATUSES = [
   "delivered",
   "undeliverable",
 ] as const;
-/** Kinds of a read-back `balance_update`: each message sent is charged as an attempt. */
-export const BALANCE_UPDATE_TYPES = ["attempt"] as const;
 /** Channel of every attempt: SMS. */
 export const ATTEMPT_CAPABILITY = "text";
 

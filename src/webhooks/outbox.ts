@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { DelayedError, Queue, UnrecoverableError, Worker, type Job } from "bullmq";
 import { Cluster, type Redis } from "ioredis";
 import { z } from "zod";
-import type { Logger } from "../log.js";
+import { errorMessage, type Logger } from "../log.js";
 import { OutboundRefused, type OutboundGuard } from "../net/outbound.js";
 import { isRedisUnavailable } from "../errors.js";
 import { RedisErrorReport, scanKeys, type Keys, type RedisClient } from "../redis/client.js";
@@ -601,10 +601,4 @@ async function quit(connection: RedisClient | undefined, force = false): Promise
   } catch {
     connection.disconnect();
   }
-}
-
-function errorMessage(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause = err.cause instanceof Error ? `: ${err.cause.message}` : "";
-  return `${err.message}${cause}`;
 }
