@@ -162,7 +162,7 @@ export class RedisAccountStore implements AccountStore {
   }
 
   async setStatus(customerUuid: string, status: AccountStatus): Promise<boolean> {
-    return (await this.update(customerUuid, { op: "status", value: status })) !== null;
+    return (await this.update(customerUuid, { op: "status", value: status })) !== undefined;
   }
 
   async setTemplate(
@@ -171,24 +171,31 @@ export class RedisAccountStore implements AccountStore {
     language: string,
     text: string,
   ): Promise<boolean> {
-    return (await this.update(customerUuid, { op: "template", value: templateId, language, text })) !== null;
+    return (
+      (await this.update(customerUuid, { op: "template", value: templateId, language, text })) !== undefined
+    );
   }
 
   async credit(customerUuid: string, micros: number): Promise<number | undefined> {
     const balance = await this.update(customerUuid, { op: "credit", value: micros });
-    return balance === null ? undefined : Number(balance);
+    return balance === undefined ? undefined : Number(balance);
   }
 
   /** Every change goes through here, so that processes keeping the account drop it at once. */
   private async update(
     customerUuid: string,
     args: { op: "status" | "credit" | "template"; value: string | number; language?: string; text?: string },
-  ): Promise<unknown> {
+  ): Promise<string | undefined> {
     const { op, value, language, text } = args;
     const argv = { op, value, language, text };
-    const answer = await updateAccount.run(this.redis, { account: this.key(customerUuid) }, argv);
-    if (answer !== null) await announceChange(this.redis, this.changes, customerUuid);
-    return answer;
+    const [status, updated] = (await updateAccount.run(
+      this.redis,
+      { account: this.key(customerUuid) },
+      argv,
+    )) as ["updated" | "not_found", string?];
+    if (status !== "updated") return undefined;
+    await announceChange(this.redis, this.changes, customerUuid);
+    return updated ?? "";
   }
 }
 

@@ -1,27 +1,27 @@
 -- Changes an account only if it exists, so that no command can create a half account.
 -- ARGV: op ("status" | "credit" | "template"), its value (the status, the credit in millionths,
 -- the template id), and for a template its language and text.
--- Returns nil for an unknown account, else the new status or balance.
+-- Returns {'not_found'} for an unknown account, else {'updated', the new status or balance}.
 local accountKey = KEYS[1]
 local op = ARGV[1]
 local value = ARGV[2]
 local language = ARGV[3]
 local text = ARGV[4]
 if redis.call('EXISTS', accountKey) == 0 then
-  return false
+  return {'not_found'}
 end
 if op == 'status' then
   redis.call('HSET', accountKey, 'status', value)
-  return value
+  return {'updated', value}
 end
 if op == 'credit' then
-  return tostring(redis.call('HINCRBY', accountKey, 'balance_micros', value))
+  return {'updated', tostring(redis.call('HINCRBY', accountKey, 'balance_micros', value))}
 end
 if op == 'template' then
   local templates = cjson.decode(redis.call('HGET', accountKey, 'templates') or '{}')
   templates[value] = templates[value] or {}
   templates[value][language] = text
   redis.call('HSET', accountKey, 'templates', cjson.encode(templates))
-  return 'ok'
+  return {'updated'}
 end
 return redis.error_reply('unknown operation ' .. op)

@@ -154,8 +154,8 @@ export class HoldStore {
   async claimHold(customer: string, id: string, now: number, until: number): Promise<Hold | undefined> {
     const keys = { holds: this.keys.holds(customer), hold: this.keys.hold(customer, id) };
     const args = { holdId: id, now, deadline: until };
-    const flat = (await scripts.claimHold.run(this.redis, keys, args)) as string[] | null;
-    if (flat === null) return undefined;
+    const [status, ...flat] = (await scripts.claimHold.run(this.redis, keys, args)) as string[];
+    if (status !== "claimed") return undefined;
     const h: Record<string, string> = {};
     for (let i = 0; i + 1 < flat.length; i += 2) h[flat[i] as string] = flat[i + 1] as string;
     return {

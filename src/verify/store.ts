@@ -200,11 +200,11 @@ export class VerifyStore extends HoldStore {
     envelope: Envelope,
     compact: string,
   ): Promise<{ hooked: boolean }> {
-    const n = await scripts.appendEvent.run(this.redis, this.authKeys(customer, auth), {
+    const [status, hooked] = (await scripts.appendEvent.run(this.redis, this.authKeys(customer, auth), {
       envelope: JSON.stringify(envelope),
       compact,
-    });
-    return { hooked: Number(n) === 2 };
+    })) as ["gone" | "appended", number?];
+    return { hooked: status === "appended" && hooked === 1 };
   }
 
   async get(
@@ -275,11 +275,11 @@ export class VerifyStore extends HoldStore {
     uuid: string,
     at: string,
   ): Promise<boolean> {
-    const saved = await scripts.saveFeedback.run(
+    const [saved] = (await scripts.saveFeedback.run(
       this.redis,
       { feedback: this.keys.feedback(customer, phone) },
       { status, uuid, at },
-    );
-    return Number(saved) === 1;
+    )) as ["recorded" | "repeat"];
+    return saved === "recorded";
   }
 }

@@ -2,7 +2,7 @@
 -- worker still holds the stream's lock and nobody moved the count; keeps the lock a while longer.
 -- KEYS[1] stream, KEYS[2] its delivered count, KEYS[3] its lock.
 -- ARGV: lock token, expected count, new count, lock ttl in ms.
--- Returns the new count, -1 when the lock was lost, -2 when the count had moved.
+-- Returns {'advanced', the new count}, {'lock_lost'} or {'count_moved'}.
 local streamKey = KEYS[1]
 local deliveredKey = KEYS[2]
 local lockKey = KEYS[3]
@@ -11,10 +11,10 @@ local expected = ARGV[2]
 local count = ARGV[3]
 local lockTtlMs = ARGV[4]
 if redis.call('GET', lockKey) ~= token then
-  return -1
+  return {'lock_lost'}
 end
 if tonumber(redis.call('GET', deliveredKey) or '0') ~= tonumber(expected) then
-  return -2
+  return {'count_moved'}
 end
 redis.call('SET', deliveredKey, count)
 -- The count lives as long as the stream, so that a stream that expires starts again from 0.
@@ -23,4 +23,4 @@ if ttl > 0 then
   redis.call('PEXPIRE', deliveredKey, ttl)
 end
 redis.call('PEXPIRE', lockKey, lockTtlMs)
-return tonumber(count)
+return {'advanced', tonumber(count)}

@@ -1,17 +1,17 @@
 -- Takes a stream out of its pending set once every envelope in it was delivered; atomic with the
 -- domain's appends, so an envelope appended meanwhile keeps the stream pending.
 -- KEYS[1] stream, KEYS[2] its delivered count, KEYS[3] the pending set of its hash tag.
--- Returns 1 when the stream is fully delivered, 0 when envelopes remain.
+-- Returns {'finished'} when the stream is fully delivered, {'pending'} when envelopes remain.
 local streamKey = KEYS[1]
 local deliveredKey = KEYS[2]
 local pendingKey = KEYS[3]
 local length = redis.call('LLEN', streamKey)
 if length > tonumber(redis.call('GET', deliveredKey) or '0') then
-  return 0
+  return {'pending'}
 end
 redis.call('SREM', pendingKey, streamKey)
 if length == 0 then
   -- The stream expired: a stream later written under the same key starts from 0.
   redis.call('DEL', deliveredKey)
 end
-return 1
+return {'finished'}

@@ -381,13 +381,13 @@ export class WebhookOutbox {
         continue;
       }
       const advance = async () => {
-        const moved = await advanceCursor.run(
+        const [moved] = (await advanceCursor.run(
           this.redis,
           { stream: list, delivered: k.delivered, lock: k.lock },
           { token: lockToken, expected: delivered, count: delivered + 1, lockTtlMs: this.lockTtlMs },
-        );
+        )) as ["advanced" | "lock_lost" | "count_moved", number?];
         // Our lock expired and another worker took over: let it go on, look again later.
-        if (Number(moved) < 0) await this.later(job, token, LOCK_BUSY_RETRY_MS);
+        if (moved !== "advanced") await this.later(job, token, LOCK_BUSY_RETRY_MS);
       };
       const head = readEnvelopeHead(envelope);
       if (head === undefined) {
@@ -498,13 +498,9 @@ export class WebhookOutbox {
   }
 
   private async finish(list: string, k: OutboxKeys): Promise<boolean> {
-    return (
-      (await finishStream.run(
-        this.redis,
-        { stream: list, delivered: k.delivered, pending: k.pending },
-        {},
-      )) === 1
-    );
+    const keys = { stream: list, delivered: k.delivered, pending: k.pending };
+    const [status] = (await finishStream.run(this.redis, keys, {})) as ["finished" | "pending"];
+    return status === "finished";
   }
 
   /** Puts the job back for later without counting an attempt. */

@@ -1,8 +1,9 @@
 -- Releases a lock only if it still holds this holder's token (it may have expired and been taken).
--- KEYS[1] lock. ARGV[1] token. Returns 1 when released.
+-- KEYS[1] lock. ARGV[1] token. Returns {'released'}, or {'not_held'}.
 local lockKey = KEYS[1]
 local token = ARGV[1]
 if redis.call('GET', lockKey) == token then
-  return redis.call('DEL', lockKey)
+  redis.call('DEL', lockKey)
+  return {'released'}
 end
-return 0
+return {'not_held'}

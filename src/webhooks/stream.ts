@@ -163,11 +163,10 @@ export async function appendWebhookEvent(
   envelope: string,
 ): Promise<number> {
   const k = outboxKeys(listKey, keys);
-  return Number(
-    await appendEvent.run(
-      redis,
-      { stream: listKey, hook: k.hook, pending: k.pending },
-      { envelope, url: hook.url, secretRef: hook.secretRef },
-    ),
-  );
+  const [, length] = (await appendEvent.run(
+    redis,
+    { stream: listKey, hook: k.hook, pending: k.pending },
+    { envelope, url: hook.url, secretRef: hook.secretRef },
+  )) as ["appended", number];
+  return length;
 }
