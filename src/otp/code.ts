@@ -72,13 +72,13 @@ export async function takeWindows(
   const live = windows.filter((w) => w.rule !== null);
   if (live.length === 0) return { waitMs: 0, full: undefined };
   const args = { now: Date.now(), rules: live.map((w) => w.rule), member, mode };
-  const [waitMs, first] = (await takeWindowScript.run(
+  const [status, waitMs, first] = (await takeWindowScript.run(
     redis,
     {},
     { args: JSON.stringify(args) },
     live.map((w) => w.key),
-  )) as [number, number];
-  return { waitMs, full: first > 0 ? live[first - 1] : undefined };
+  )) as ["room"] | ["full", number, number];
+  return status === "full" ? { waitMs, full: live[first - 1] } : { waitMs: 0, full: undefined };
 }
 
 /** 429 too_many_attempts, with the seconds until a place frees in `Retry-After`. */

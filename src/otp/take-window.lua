@@ -3,14 +3,14 @@
 -- ("remove": a place taken before an attempt that then succeeded).
 -- KEYS: the windows, all under one hash tag. ARGV[1]: JSON {now, rules: [rule or null per key],
 -- member, mode: "take" | "peek" | "add" | "remove"}.
--- Returns {0, 0} when there was room (and, unless peeking, the use is recorded), else {the ms
--- until the full windows free a place, the position (1-based) of the first full window}; nothing
--- is recorded then.
+-- Returns {'room'} when there was room (and, unless peeking, the use is recorded), else {'full',
+-- the ms until the full windows free a place, the position (1-based) of the first full window};
+-- nothing is recorded then.
 local windowKeys = { unpack(KEYS, 1) }
 local args = cjson.decode(ARGV[1])
 if args.mode == 'remove' then
   for _, key in ipairs(windowKeys) do redis.call('ZREM', key, args.member) end
-  return {0, 0}
+  return {'room'}
 end
 local wait = 0
 local first = 0
@@ -27,6 +27,7 @@ if args.mode ~= 'add' then
     end
   end
 end
-if wait > 0 or args.mode == 'peek' then return {wait, first} end
+if wait > 0 then return {'full', wait, first} end
+if args.mode == 'peek' then return {'room'} end
 for i, key in ipairs(windowKeys) do window_record(key, args.rules[i], args.now, args.member) end
-return {0, 0}
+return {'room'}
