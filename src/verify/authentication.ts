@@ -1,5 +1,4 @@
-import type { VerifyApi } from "./events.js";
-import { decodeRow, type RowState } from "./row.js";
+import { decodeRow, type RowFacts, type RowState } from "./row.js";
 
 /** The device and user data points given at creation (empty strings: not given). */
 export interface Signals {
@@ -13,26 +12,9 @@ export interface Signals {
 }
 
 /** What a new authentication is stored with; its status and code come from send-code.lua. */
-export interface NewAuthentication {
-  /** The API that created it: its events and answers take that API's shapes. */
-  api: VerifyApi;
+export interface NewAuthentication extends RowFacts {
+  /** In the row's key, not in the row. */
   customerUuid: string;
-  phoneNumber: string;
-  countryCode: string;
-  createdAt: string;
-  expiresAt: string;
-  expiresAtMs: number;
-  correlationId: string;
-  locale: string;
-  templateId: string;
-  from: string;
-  appRealm: string;
-  callbackUrl: string;
-  /** The price of one message to this number when it was created, in millionths. */
-  priceMicros: number;
-  /** Digits of its codes (V2 `code_size`; V1 the service's OTP_LENGTH). */
-  codeLength: number;
-  signals: Signals;
 }
 
 export interface StoredAuthentication extends NewAuthentication, RowState {}

@@ -23,7 +23,9 @@ export interface RowFacts {
   from: string;
   appRealm: string;
   callbackUrl: string;
+  /** The price of one message to this number when it was created, in millionths. */
   priceMicros: number;
+  /** Digits of its codes (V2 `code_size`; V1 the service's OTP_LENGTH). */
   codeLength: number;
   signals: {
     ip: string;
