@@ -1,9 +1,61 @@
+import { createHash, randomBytes } from "node:crypto";
 import type { Config } from "../config.js";
 import { noteRefusal } from "../observability/calls.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { RingfenceError } from "../errors.js";
 import type { RedisClient } from "../redis/client.js";
 import { checkCode, hashCode, newCode } from "./code.js";
+
+/**
+ * The secret part of a challenge token (and of step-up's token): 32 random bytes, base64url.
+ * Redis keeps only its hash, in the key name, so a dump of Redis holds no usable token.
+ */
+export const TOKEN_SECRET = "[A-Za-z0-9_-]{43}";
+
+/** A new token secret and the hash its record is keyed by. */
+export function newTokenSecret(): { secret: string; hash: string } {
+  const secret = randomBytes(32).toString("base64url");
+  return { secret, hash: secretHash(secret) };
+}
+
+/** The hash of a token secret: a challenge's id, the last part of its key. */
+export function secretHash(secret: string): string {
+  return createHash("sha256").update(secret).digest("hex");
+}
+
+/** How long a challenge's record outlives its expiry. */
+const CHALLENGE_KEPT_MS = 3_600_000;
+
+/**
+ * Stores a new pending challenge under `keyOf(id)`, its id the hash of a new secret: the domain's
+ * own `fields`, then the code's hash and the check state check-code.lua reads. Returns the secret,
+ * for the domain's token, and the key.
+ */
+export async function storeChallenge(
+  redis: RedisClient,
+  challenge: {
+    keyOf: (id: string) => string;
+    fields: Record<string, string>;
+    expiresAtMs: number;
+    codeHash: (id: string) => string;
+  },
+): Promise<{ secret: string; key: string }> {
+  const { secret, hash: id } = newTokenSecret();
+  const key = challenge.keyOf(id);
+  await redis
+    .multi()
+    .hset(key, {
+      ...challenge.fields,
+      code_hash: challenge.codeHash(id),
+      status: "pending",
+      checks: "0",
+      validated: "0",
+      expires_at_ms: String(challenge.expiresAtMs),
+    })
+    .pexpireat(key, challenge.expiresAtMs + CHALLENGE_KEPT_MS)
+    .exec();
+  return { secret, key };
+}
 
 /**
  * A one-time-code challenge of the session service (a login, a step-up step): issued with its

@@ -1,13 +1,13 @@
-import { createHash, randomBytes } from "node:crypto";
+import { secretHash, storeChallenge, TOKEN_SECRET } from "../otp/challenge.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Identifier } from "./identity.js";
 
-const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
+const LOGIN_TOKEN = new RegExp(`^lc_(${TOKEN_SECRET})$`);
 
 /**
  * Login challenges, answered with a code (step-up's are src/stepup/challenges.ts). A token is
- * `lc_<secret>`; Redis keeps only the secret's hash, in the key name, so a dump of Redis holds no
- * usable token.
+ * `lc_<secret>`; Redis keeps only the secret's hash, in the key name (src/otp/challenge.ts), so a
+ * dump of Redis holds no usable token.
  */
 export class ChallengeStore {
   constructor(
@@ -22,31 +22,24 @@ export class ChallengeStore {
     expiresAtMs: number,
     codeHash: (challengeId: string) => string,
   ): Promise<{ token: string; key: string }> {
-    const secret = randomBytes(32).toString("base64url");
-    const id = sha256(secret);
-    const key = this.keys.key("chal", id);
-    await this.redis
-      .multi()
-      .hset(key, {
+    const { secret, key } = await storeChallenge(this.redis, {
+      keyOf: (id) => this.keys.key("chal", id),
+      fields: {
         kind: "login",
         app_id: appId,
         identifier_type: identifier.type,
         identifier_value: identifier.value,
-        code_hash: codeHash(id),
-        status: "pending",
-        checks: "0",
-        validated: "0",
-        expires_at_ms: String(expiresAtMs),
-      })
-      .pexpireat(key, expiresAtMs + 3_600_000)
-      .exec();
+      },
+      expiresAtMs,
+      codeHash,
+    });
     return { token: `lc_${secret}`, key };
   }
 
   readLogin(token: string): { id: string; key: string } | undefined {
-    const m = /^lc_([A-Za-z0-9_-]{43})$/.exec(token);
+    const m = LOGIN_TOKEN.exec(token);
     if (m?.[1] === undefined) return undefined;
-    const id = sha256(m[1]);
+    const id = secretHash(m[1]);
     return { id, key: this.keys.key("chal", id) };
   }
 

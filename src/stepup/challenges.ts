@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { newTokenSecret, secretHash, storeChallenge, TOKEN_SECRET } from "../otp/challenge.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { GrantMode } from "./needs.js";
 
@@ -19,13 +19,14 @@ export interface StepUpState {
   stepIndex: number;
 }
 
-const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
+const CHALLENGE_TOKEN = new RegExp(`^sc_(usr_[A-Za-z0-9_-]{22})\\.(${TOKEN_SECRET})$`);
+const STEP_UP_TOKEN = new RegExp(`^st_(usr_[A-Za-z0-9_-]{22})\\.(${TOKEN_SECRET})$`);
 
 /**
  * Step-up challenges and the tokens of completed ones. A challenge token is
  * `sc_<user_id>.<secret>`, stored beside the user's session; a step-up token is
  * `st_<user_id>.<secret>`, redeemed once at /v1/session/refresh. Redis keeps only the secret's
- * hash, in the key name, so a dump of Redis holds no usable token.
+ * hash, in the key name (src/otp/challenge.ts), so a dump of Redis holds no usable token.
  */
 export class StepUpChallenges {
   constructor(
@@ -40,29 +41,19 @@ export class StepUpChallenges {
     expiresAtMs: number,
     codeHash: (challengeId: string) => string,
   ): Promise<{ token: string; key: string }> {
-    const secret = randomBytes(32).toString("base64url");
-    const id = sha256(secret);
-    const key = this.keys.key("chal", userId, id);
-    await this.redis
-      .multi()
-      .hset(key, {
-        kind: "stepup",
-        state: JSON.stringify(state),
-        code_hash: codeHash(id),
-        status: "pending",
-        checks: "0",
-        validated: "0",
-        expires_at_ms: String(expiresAtMs),
-      })
-      .pexpireat(key, expiresAtMs + 3_600_000)
-      .exec();
+    const { secret, key } = await storeChallenge(this.redis, {
+      keyOf: (id) => this.keys.key("chal", userId, id),
+      fields: { kind: "stepup", state: JSON.stringify(state) },
+      expiresAtMs,
+      codeHash,
+    });
     return { token: `sc_${userId}.${secret}`, key };
   }
 
   read(token: string): { userId: string; id: string; key: string } | undefined {
-    const m = /^sc_(usr_[A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/.exec(token);
+    const m = CHALLENGE_TOKEN.exec(token);
     if (m?.[1] === undefined || m[2] === undefined) return undefined;
-    const id = sha256(m[2]);
+    const id = secretHash(m[2]);
     return { userId: m[1], id, key: this.keys.key("chal", m[1], id) };
   }
 
@@ -73,8 +64,8 @@ export class StepUpChallenges {
 
   /** The step-up token of a completed challenge, redeemed once at /v1/session/refresh. */
   async createToken(userId: string, sessionKey: string, state: StepUpState, ttlMs: number): Promise<string> {
-    const secret = randomBytes(32).toString("base64url");
-    const key = this.tokenKey(userId, sha256(secret));
+    const { secret, hash } = newTokenSecret();
+    const key = this.tokenKey(userId, hash);
     await this.redis
       .multi()
       .hset(key, {
@@ -90,9 +81,9 @@ export class StepUpChallenges {
   }
 
   readToken(token: string): { userId: string; key: string } | undefined {
-    const m = /^st_(usr_[A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/.exec(token);
+    const m = STEP_UP_TOKEN.exec(token);
     if (m?.[1] === undefined || m[2] === undefined) return undefined;
-    return { userId: m[1], key: this.tokenKey(m[1], sha256(m[2])) };
+    return { userId: m[1], key: this.tokenKey(m[1], secretHash(m[2])) };
   }
 
   /** The session and scope a step-up token is for, while it is unused. */
