@@ -1,7 +1,7 @@
 import cluster, { type Worker } from "node:cluster";
 import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "./config.js";
-import type { Logger } from "./log.js";
+import { errorMessage, type Logger } from "./log.js";
 import { startAdmin, type AdminServer } from "./observability/admin.js";
 import { createRedis, reportRedisErrors } from "./redis/client.js";
 
@@ -125,7 +125,7 @@ export function runPrimary(config: Config, log: Logger): Promise<number> {
       },
       log,
     ).catch((err: unknown) => {
-      log.error("ADMIN_PORT not served", { error: err instanceof Error ? err.message : String(err) });
+      log.error("ADMIN_PORT not served", { error: errorMessage(err) });
       return undefined;
     });
     closeAdmin = async () => {

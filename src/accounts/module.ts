@@ -1,4 +1,5 @@
 import type { Module } from "../lifecycle/module.js";
+import { errorMessage } from "../log.js";
 import type { Registry } from "../registry.js";
 import type { Authenticator, CallContext } from "../rpc/binding.js";
 import type { WebhooksModule } from "../webhooks/module.js";
@@ -44,7 +45,7 @@ export function accountsModule(r: Registry, webhooks: WebhooksModule): AccountsM
             },
             (err: unknown) => {
               r.log.warn("API key index not completed; the next start completes it", {
-                error: err instanceof Error ? err.message : String(err),
+                error: errorMessage(err),
               });
             },
           );

@@ -12,7 +12,7 @@ import {
   type JsonValue,
 } from "@bufbuild/protobuf";
 import { clip, quote, RingfenceError, toWire, type ErrorDialect, type WireError } from "../errors.js";
-import type { Logger } from "../log.js";
+import { errorMessage, type Logger } from "../log.js";
 import { normalizeAddress } from "../net/cidr.js";
 import type { Contract } from "../rpc/contract.js";
 import {
@@ -86,7 +86,7 @@ export function createGateway(bindings: readonly ServiceBinding[], deps: Gateway
         return;
       }
       void handle(routes, exact, deps, req, res).catch((err: unknown) => {
-        deps.log.error("gateway failure", { error: err instanceof Error ? err.message : String(err) });
+        deps.log.error("gateway failure", { error: errorMessage(err) });
         if (!res.headersSent) {
           closeUnlessRead(req, res);
           sendError(res, "session", deps.docsUrl, err, {});

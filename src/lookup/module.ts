@@ -2,6 +2,7 @@ import type { AccountsModule } from "../accounts/module.js";
 import { LookupServiceService } from "../gen/ringfence/lookup/v1/lookup_service.js";
 import { LookupServiceService as LookupV2Service } from "../gen/ringfence/lookup/v2/lookup_service.js";
 import type { Module } from "../lifecycle/module.js";
+import { errorMessage } from "../log.js";
 import type { Registry } from "../registry.js";
 import { bindService } from "../rpc/binding.js";
 import { CALLERS } from "../rpc/surface.js";
@@ -46,7 +47,7 @@ export function lookupModule(r: Registry, accounts: AccountsModule): Module {
             },
             (err: unknown) => {
               r.log.warn("number override prefixes not completed; the next start completes them", {
-                error: err instanceof Error ? err.message : String(err),
+                error: errorMessage(err),
               });
             },
           );

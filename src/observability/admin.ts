@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Logger } from "../log.js";
+import { errorMessage, type Logger } from "../log.js";
 
 /** What the admin listener serves; each read happens per request. */
 export interface AdminSources {
@@ -57,7 +57,7 @@ export async function startAdmin(
             send(200, contentType, body);
           },
           (err: unknown) => {
-            log.warn("metrics not collected", { error: err instanceof Error ? err.message : String(err) });
+            log.warn("metrics not collected", { error: errorMessage(err) });
             send(500, "text/plain; charset=utf-8", "metrics not collected\n");
           },
         );

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Config } from "../config.js";
-import type { Logger } from "../log.js";
+import { errorMessage, type Logger } from "../log.js";
 import { tracingStarted } from "../observability/tracing.js";
 
 export type RedisClient = Redis | Cluster;
@@ -70,7 +70,7 @@ export class RedisErrorReport {
   ) {}
 
   error(err: unknown): void {
-    const error = err instanceof Error ? err.message : String(err);
+    const error = errorMessage(err);
     const now = Date.now();
     if (!this.failing) {
       this.failing = true;

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { isRedisUnavailable, RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
-import type { Logger } from "../log.js";
+import { errorMessage, type Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { takeWindows, tooManyAttempts, type Window } from "../otp/code.js";
 import { WindowKeys } from "../otp/window-keys.js";
@@ -164,14 +164,14 @@ export class CodeSender {
       log.error("code not delivered", {
         kind: id.type,
         reference,
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
       });
       throw new RingfenceError("internal_server_error", "the code could not be sent");
     }
     await this.deps.apps
       .countMessage(appId, id.type === "phone_number" ? "sms" : "email")
       .catch((err: unknown) => {
-        log.warn("message not counted", { error: err instanceof Error ? err.message : String(err) });
+        log.warn("message not counted", { error: errorMessage(err) });
       });
   }
 }

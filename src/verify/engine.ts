@@ -2,7 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { hashCode as hashOtp, newCode } from "../otp/code.js";
 import { RingfenceError } from "../errors.js";
 import type { Config } from "../config.js";
-import type { Logger } from "../log.js";
+import { errorMessage, type Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { AccountStore } from "../accounts/store.js";
@@ -404,7 +404,7 @@ export class VerifyEngine {
     try {
       ({ providerId } = await this.deps.sms.send(sms));
     } catch (err) {
-      const error = err instanceof Error ? err.message : String(err);
+      const error = errorMessage(err);
       if (outcomeUnknown(err)) {
         log.warn("sms outcome unknown; held for recovery", { reference: sms.reference, error });
         throw unavailable("the provider did not answer; the message is charged only if it was accepted");
@@ -442,7 +442,7 @@ export class VerifyEngine {
       return (await this.deps.store.appendEvent(customerUuid, authUuid, event, compact)).hooked;
     } catch (err) {
       this.deps.log.warn("attempt event not recorded", {
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
       });
       return false;
     }
@@ -457,7 +457,7 @@ export class VerifyEngine {
       await this.deps.webhooks.kick(list);
     } catch (err) {
       this.deps.log.warn("webhook delivery not started; the sweep will", {
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
       });
     }
   }

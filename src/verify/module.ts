@@ -3,6 +3,7 @@ import { isRedisUnavailable } from "../errors.js";
 import { VerifyServiceService } from "../gen/ringfence/verify/v1/verify_service.js";
 import { VerificationServiceService } from "../gen/ringfence/verify/v2/verification_service.js";
 import type { Module } from "../lifecycle/module.js";
+import { errorMessage } from "../log.js";
 import type { MessagingModule } from "../messaging/module.js";
 import type { Registry } from "../registry.js";
 import { bindService } from "../rpc/binding.js";
@@ -38,7 +39,7 @@ export function verifyModule(
   d.messaging.sms.onReceipt((receipt) => {
     engine.recordReceipt(receipt).catch((err: unknown) => {
       r.log[isRedisUnavailable(err) ? "warn" : "error"]("delivery receipt not recorded", {
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
       });
     });
   });
