@@ -5,7 +5,7 @@ import { expect } from "chai";
 import { cliEnv, testConfig } from "../support/app.js";
 import { startRedis, waitFor, type RedisServer } from "../support/redis.js";
 import { startServiceProcess, type ServiceProcess } from "../support/service-process.js";
-import { rest } from "../support/rest.js";
+import { rest, type RestAnswer } from "../support/rest.js";
 import { openRegistry, type Registry } from "../../src/app.js";
 import { silentLogger } from "../../src/log.js";
 
@@ -68,8 +68,28 @@ class Provider {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe("V1 send billing under Redis faults and crashes", function () {
-  this.timeout(180_000);
+/** One account sending V1 codes through a service process, over a persistent Redis and a Provider. */
+interface FaultRig {
+  server: RedisServer;
+  sms: Provider;
+  data: Registry;
+  customer: string;
+  /** The price of a message to the test numbers (FR). */
+  price: number;
+  /** The first service process, on free ports. */
+  service: ServiceProcess;
+  /** Starts the service again on `ports` (after a kill); it is the one stopped after the suite. */
+  restartService(ports: { http: number; grpc: number }): Promise<ServiceProcess>;
+  /** POSTs `body` with the account's key to the service at `baseUrl`. */
+  post(baseUrl: string, path: string, body: unknown): Promise<RestAnswer>;
+}
+
+/**
+ * The suite's rig, started by the returned function: a persistent Redis, the Provider, an account
+ * with START_BALANCE named `name`, and the service with no send limits or spam rules, quick hold
+ * recovery and a one-second retry interval. Everything it started is stopped after the suite.
+ */
+function faultRig(name: string): () => Promise<FaultRig> {
   // Set as they start, for the cleanup.
   let redis: RedisServer | undefined;
   let provider: Provider | undefined;
@@ -83,13 +103,13 @@ describe("V1 send billing under Redis faults and crashes", function () {
     await redis?.stop();
   });
 
-  it("charges exactly the messages the provider accepted, with no hold left, across a pause, a restart and a SIGKILL", async () => {
+  return async () => {
     const server = (redis = await startRedis({ persistent: true }));
     const sms = (provider = await Provider.start());
     const config = testConfig({ REDIS_URL: server.url, SMS_PRICES: "default:0.05,FR:0.07" });
     const data = (registry = await openRegistry(config, silentLogger));
     const { account, apiKey } = await data.accounts.create({
-      name: "Faults",
+      name,
       balanceMicros: START_BALANCE,
       spendingLimitMicros: START_BALANCE,
       features: [],
@@ -114,21 +134,96 @@ describe("V1 send billing under Redis faults and crashes", function () {
       SPAM_DEVICE_NUMBERS: "off",
       SPAM_RANGE_BURST: "off",
     };
-    const current = (svc = await startServiceProcess(env));
+    const service = (svc = await startServiceProcess(env));
+    return {
+      server,
+      sms,
+      data,
+      customer: account.customerUuid,
+      price: config.SMS_PRICES.FR ?? Number.NaN,
+      service,
+      restartService: async (ports) => (svc = await startServiceProcess(env, ports)),
+      post: (baseUrl, path, body) =>
+        rest(baseUrl).call("POST", path, {
+          body,
+          headers: { "x-api-key": apiKey },
+          signal: AbortSignal.timeout(20_000),
+        }),
+    };
+  };
+}
+
+/** Traffic that `sendLoops` keeps up until stopped. */
+interface Traffic {
+  readonly running: boolean;
+  /** Sends answered 200. */
+  readonly answered: number;
+  /** Lets each loop end its round, then settles. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `workers` loops, each sending a code to a new number (`phone`, from a shared count) while
+ * running; a send whose answer `retryable` accepts is retried, one in three, once the retry
+ * interval passed. `round` runs each send with its retry (by default as it is, a failure failing
+ * the loops).
+ */
+function sendLoops(options: {
+  workers: number;
+  customer: string;
+  post: (path: string, body: unknown) => Promise<{ status: number; body: Record<string, unknown> }>;
+  phone: (worker: number, count: number) => string;
+  retryable: (answer: { status: number; body: Record<string, unknown> }) => boolean;
+  round?: (send: () => Promise<void>) => Promise<void>;
+}): Traffic {
+  const { customer, post } = options;
+  const round = options.round ?? ((send) => send());
+  let running = true;
+  let n = 0;
+  let answered = 0;
+  const loop = async (w: number) => {
+    while (running) {
+      await round(async () => {
+        const phone = options.phone(w, (n += 1));
+        const r = await post("/v1/authentication", { customer_uuid: customer, phone_number: phone });
+        if (r.status === 200) answered++;
+        const auth = r.body.authentication_uuid;
+        if (options.retryable(r) && typeof auth === "string" && n % 3 === 0) {
+          await sleep(1_050);
+          await post("/v1/retry", { customer_uuid: customer, authentication_uuid: auth });
+        }
+      });
+    }
+  };
+  const loops = Promise.all(Array.from({ length: options.workers }, (_, w) => loop(w)));
+  return {
+    get running() {
+      return running;
+    },
+    get answered() {
+      return answered;
+    },
+    stop: async () => {
+      running = false;
+      await loops;
+    },
+  };
+}
+
+describe("V1 send billing under Redis faults and crashes", function () {
+  this.timeout(180_000);
+  const startRig = faultRig("Faults");
+
+  it("charges exactly the messages the provider accepted, with no hold left, across a pause, a restart and a SIGKILL", async () => {
+    const { server, sms, data, customer, price, service: current, ...rig } = await startRig();
     const ports = { http: current.httpPort, grpc: current.grpcPort };
     const { baseUrl } = current;
 
     let dead = false;
-    let running = true;
     const seen: string[] = [];
     const bad: string[] = [];
-    let n = 0;
     const post = async (path: string, body: unknown) => {
-      const res = await rest(baseUrl).call("POST", path, {
-        body,
-        headers: { "x-api-key": apiKey },
-        signal: AbortSignal.timeout(20_000),
-      });
+      const res = await rig.post(baseUrl, path, body);
       const json = res.body;
       const ok =
         res.status === 200 ||
@@ -136,30 +231,25 @@ describe("V1 send billing under Redis faults and crashes", function () {
         (res.status === 500 && json.message === REFUSAL);
       seen.push(String(res.status));
       if (!ok) bad.push(`${path} ${res.status} ${JSON.stringify(json)}`);
-      return { status: res.status, json };
+      return res;
     };
-    const loop = async (w: number) => {
-      while (running) {
+    const traffic = sendLoops({
+      workers: 6,
+      customer,
+      post,
+      phone: (w, n) => `+3361${String(w)}${String(n % 1_000_000).padStart(6, "0")}`,
+      retryable: (r) => r.status === 200 && r.body.status === "pending",
+      round: async (send) => {
         const deadAtStart = dead;
         try {
-          const phone = `+3361${String(w)}${String((n += 1) % 1_000_000).padStart(6, "0")}`;
-          const r = await post("/v1/authentication", {
-            customer_uuid: account.customerUuid,
-            phone_number: phone,
-          });
-          const auth = r.json.authentication_uuid;
-          if (r.status === 200 && r.json.status === "pending" && typeof auth === "string" && n % 3 === 0) {
-            await sleep(1_050);
-            await post("/v1/retry", { customer_uuid: account.customerUuid, authentication_uuid: auth });
-          }
+          await send();
         } catch (err) {
           if (!dead && !deadAtStart) bad.push(`connection error while alive: ${String(err)}`);
           else seen.push("conn");
           await sleep(100);
         }
-      }
-    };
-    const loops = Promise.all([0, 1, 2, 3, 4, 5].map(loop));
+      },
+    });
 
     await sleep(1_500);
     server.pause();
@@ -171,17 +261,16 @@ describe("V1 send billing under Redis faults and crashes", function () {
     dead = true;
     current.signal("SIGKILL");
     await current.exited;
-    svc = await startServiceProcess(env, ports);
+    await rig.restartService(ports);
     dead = false;
     await sleep(1_500);
-    running = false;
-    await loops;
+    await traffic.stop();
 
     // Recovery settles every hold: past its deadline (about 4 s), each instance re-sends it.
     const holdsLeft = async () => {
       let left = 0;
-      for (const { customer } of await data.verify.holdCustomers()) {
-        left += await data.redis.zcard(data.verify.holdsKey(customer));
+      for (const holder of await data.verify.holdCustomers()) {
+        left += await data.redis.zcard(data.verify.holdsKey(holder.customer));
       }
       return left;
     };
@@ -190,8 +279,7 @@ describe("V1 send billing under Redis faults and crashes", function () {
     expect(bad).to.deep.equal([]);
     expect(seen.filter((s) => s === "200").length).to.be.greaterThan(10);
     expect(sms.refusals).to.be.greaterThan(0);
-    const price = config.SMS_PRICES.FR ?? Number.NaN;
-    const balance = (await data.accounts.get(account.customerUuid))?.balanceMicros;
+    const balance = (await data.accounts.get(customer))?.balanceMicros;
     expect(balance).to.equal(START_BALANCE - sms.accepted.size * price);
     expect(await holdsLeft()).to.equal(0);
   });
@@ -199,77 +287,20 @@ describe("V1 send billing under Redis faults and crashes", function () {
 
 describe("V1 send billing across repeated Redis pauses and AOF restarts", function () {
   this.timeout(180_000);
-  let redis: RedisServer | undefined;
-  let provider: Provider | undefined;
-  let registry: Registry | undefined;
-  let svc: ServiceProcess | undefined;
-
-  after(async () => {
-    await svc?.kill();
-    await registry?.redis.quit().catch(() => undefined);
-    await provider?.close();
-    await redis?.stop();
-  });
+  const startRig = faultRig("Pauses");
 
   it("never charges more than the provider accepted plus the messages still held, and exactly that once they settle", async () => {
-    const server = (redis = await startRedis({ persistent: true }));
-    const sms = (provider = await Provider.start());
-    const config = testConfig({ REDIS_URL: server.url, SMS_PRICES: "default:0.05,FR:0.07" });
-    const data = (registry = await openRegistry(config, silentLogger));
-    const { account, apiKey } = await data.accounts.create({
-      name: "Pauses",
-      balanceMicros: START_BALANCE,
-      spendingLimitMicros: START_BALANCE,
-      features: [],
-      regions: [],
-      senderIds: [],
-    });
-    const customer = account.customerUuid;
-    const env = {
-      ...cliEnv(config),
-      LOG_LEVEL: "warn",
-      SMS_PROVIDER: "http",
-      SMS_HTTP_URL: sms.url,
-      SMS_HTTP_TIMEOUT_MS: "2000",
-      SMS_PRICES: "default:0.05,FR:0.07",
-      SMS_HOLD_MARGIN_MS: "500",
-      SMS_HOLD_RECOVERY_INTERVAL_MS: "1000",
-      OTP_RETRY_INTERVAL_SECONDS: "1",
-      RATE_LIMIT_NUMBER: "off",
-      RATE_LIMIT_IP: "off",
-      RATE_LIMIT_DEVICE: "off",
-      RATE_LIMIT_ACCOUNT: "off",
-      SPAM_IP_NUMBERS: "off",
-      SPAM_DEVICE_NUMBERS: "off",
-      SPAM_RANGE_BURST: "off",
-    };
-    const { baseUrl } = (svc = await startServiceProcess(env));
-    const price = config.SMS_PRICES.FR ?? Number.NaN;
+    const { server, sms, data, customer, price, service, ...rig } = await startRig();
     const holdsKey = data.verify.holdsKey(customer);
     const accountKey = data.keys.key("acct", customer);
 
-    let running = true;
-    let n = 0;
-    let answered = 0;
-    const post = (path: string, body: unknown) =>
-      rest(baseUrl).call("POST", path, {
-        body,
-        headers: { "x-api-key": apiKey },
-        signal: AbortSignal.timeout(20_000),
-      });
-    const loop = async () => {
-      while (running) {
-        const phone = `+3362${String((n += 1) % 10_000_000).padStart(7, "0")}`;
-        const r = await post("/v1/authentication", { customer_uuid: customer, phone_number: phone });
-        if (r.status === 200) answered++;
-        const auth = r.body.authentication_uuid;
-        if (r.status === 200 && typeof auth === "string" && n % 3 === 0) {
-          await sleep(1_050);
-          await post("/v1/retry", { customer_uuid: customer, authentication_uuid: auth });
-        }
-      }
-    };
-    const loops = Promise.all(Array.from({ length: 6 }, loop));
+    const traffic = sendLoops({
+      workers: 6,
+      customer,
+      post: (path, body) => rig.post(service.baseUrl, path, body),
+      phone: (_w, n) => `+3362${String(n % 10_000_000).padStart(7, "0")}`,
+      retryable: (r) => r.status === 200,
+    });
 
     // The bound, read whenever Redis answers: the charges are the messages the provider accepted
     // plus the held ones (charged, answer not recorded yet), never more. The balance and the
@@ -277,7 +308,7 @@ describe("V1 send billing across repeated Redis pauses and AOF restarts", functi
     const ahead: string[] = [];
     let samples = 0;
     const sample = async () => {
-      while (running) {
+      while (traffic.running) {
         try {
           const [[, balance], [, held]] = (await data.redis
             .multi()
@@ -308,14 +339,13 @@ describe("V1 send billing across repeated Redis pauses and AOF restarts", functi
       await server.restart();
     }
     await sleep(1_500);
-    running = false;
-    await Promise.all([loops, sampling]);
+    await Promise.all([traffic.stop(), sampling]);
 
     // Every hold settles: by its owner once Redis answers, else by the recovery past its deadline.
     await waitFor(async () => (await data.redis.zcard(holdsKey)) === 0, 30_000);
     expect(ahead).to.deep.equal([]);
     expect(samples).to.be.greaterThan(20);
-    expect(answered).to.be.greaterThan(10);
+    expect(traffic.answered).to.be.greaterThan(10);
     expect(sms.refusals).to.be.greaterThan(0);
     const balance = (await data.accounts.get(customer))?.balanceMicros;
     expect(balance).to.equal(START_BALANCE - sms.accepted.size * price);
