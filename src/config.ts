@@ -215,6 +215,18 @@ const schema = z
     SPAM_RANGE_BURST: window.default({ limit: 10, windowSeconds: 600 }),
     SPAM_RANGE_DIGITS: z.coerce.number().int().min(1).max(6).default(3),
 
+    // The fraud engine (docs/fraud.md): windows and thresholds of its adaptive rules.
+    FRAUD_WINDOW_SECONDS: z.coerce.number().int().min(60).max(86_400).default(3_600),
+    FRAUD_NEW_DESTINATION_SENDS: z.coerce.number().int().min(1).max(1_000_000).default(10),
+    FRAUD_BASELINE_DAYS: z.coerce.number().int().min(1).max(60).default(14),
+    FRAUD_BASELINE_SHARE: z.coerce.number().min(0).max(10).default(0.1),
+    FRAUD_CONVERSION_CREDIT: z.coerce.number().min(0).max(100).default(2),
+    FRAUD_GRACE_SECONDS: z.coerce.number().int().min(0).max(86_400).default(300),
+    FRAUD_CONVERSION_MIN_SENDS: z.coerce.number().int().min(1).max(1_000_000).default(20),
+    FRAUD_CONVERSION_DROP: z.coerce.number().min(0).max(1).default(0.5),
+    FRAUD_PREFIX_DIGITS: z.coerce.number().int().min(2).max(12).default(6),
+    FRAUD_DECISIONS_MAX: z.coerce.number().int().min(100).max(10_000_000).default(10_000),
+
     // Abuse limits of the session service (docs/settings.md#session-abuse-limits): codes sent, codes checked and
     // failed client authentications per window.
     STEPUP_LIMIT_USER: window.default({ limit: 10, windowSeconds: 3_600 }),
@@ -275,6 +287,12 @@ export const SETTING_SECTIONS = {
     intro:
       "V1 and V2 sends and retries (and, where noted in [session-api.md](session-api.md#abuse-limits), " +
       "login and step-up SMS).",
+  },
+  fraud: {
+    title: "Fraud engine",
+    intro:
+      "The adaptive rules every code-carrying send goes through; how they decide, with the numbers: " +
+      "[fraud.md](fraud.md#how-it-decides).",
   },
   session: {
     title: "Session abuse limits",
@@ -533,6 +551,46 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     text: "Sends into one number range (the number less its last `SPAM_RANGE_DIGITS` digits).",
   },
   SPAM_RANGE_DIGITS: { section: "sends", text: "Trailing digits dropped to form a range." },
+  FRAUD_WINDOW_SECONDS: {
+    section: "fraud",
+    text: "The recent window the adaptive rules count sends and conversions in (12 slices).",
+  },
+  FRAUD_NEW_DESTINATION_SENDS: {
+    section: "fraud",
+    text: "Sends a destination gets per window before its conversions and history must vouch for more.",
+  },
+  FRAUD_BASELINE_DAYS: {
+    section: "fraud",
+    text: "Days of history a destination's baseline and the tenant's conversion are read from.",
+  },
+  FRAUD_BASELINE_SHARE: {
+    section: "fraud",
+    text: "Share of a destination's busiest day of conversions (over the baseline) it may get per window.",
+  },
+  FRAUD_CONVERSION_CREDIT: {
+    section: "fraud",
+    text: "Sends each conversion in the window earns its destination.",
+  },
+  FRAUD_GRACE_SECONDS: {
+    section: "fraud",
+    text: "Age after which a send without its code entered counts as unconverted.",
+  },
+  FRAUD_CONVERSION_MIN_SENDS: {
+    section: "fraud",
+    text: "Sends past the grace a destination needs in the window before its conversion is judged.",
+  },
+  FRAUD_CONVERSION_DROP: {
+    section: "fraud",
+    text: "A destination converting below this share of the tenant's own conversion is blocked.",
+  },
+  FRAUD_PREFIX_DIGITS: {
+    section: "fraud",
+    text: "Digits after the `+` that form a number's prefix destination.",
+  },
+  FRAUD_DECISIONS_MAX: {
+    section: "fraud",
+    text: "Decision records kept per tenant (besides the 30 days each is kept at most).",
+  },
   LOGIN_LIMIT_APP: { section: "session", rule: WINDOW_RULE, text: "Login codes sent for one app." },
   LOGIN_LIMIT_IP: {
     section: "session",
