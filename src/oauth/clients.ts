@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
+import type { Keys, RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 
 export const GRANT_TYPES = ["client_credentials"] as const;
@@ -37,7 +38,11 @@ const KEPT_CLIENTS = 10_000;
 
 const CLIENT_ID = /^rfc_[A-Za-z0-9_-]{22}$/;
 
-const deleteClient = LuaScript.fromFile(new URL("./delete-client.lua", import.meta.url));
+const deleteClient = defineScript({
+  file: new URL("./delete-client.lua", import.meta.url),
+  keys: ["client"],
+  argv: ["appId"],
+});
 
 /** A client read from Redis and when the read began (monotonic ms, performance.now()). */
 interface Reading {
@@ -127,8 +132,10 @@ export class ClientStore {
    */
   async delete(appId: string, clientId: string): Promise<boolean> {
     if (!CLIENT_ID.test(clientId)) return false;
-    const removed = Number(await deleteClient.run(this.redis, [this.key(clientId)], [appId]));
-    if (removed !== 1) return false;
+    const [status] = (await deleteClient.run(this.redis, { client: this.key(clientId) }, { appId })) as [
+      "deleted" | "not_found",
+    ];
+    if (status !== "deleted") return false;
     this.kept.delete(clientId);
     await new Promise((resolve) => setTimeout(resolve, DELETE_SETTLE_MS));
     return true;

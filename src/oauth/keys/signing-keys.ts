@@ -2,7 +2,8 @@ import { sign, type KeyObject } from "node:crypto";
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey } from "jose";
 import { z } from "zod";
 import type { Secrets } from "../../crypto/secrets.js";
-import { LuaScript, type Keys, type RedisClient } from "../../redis/client.js";
+import type { Keys, RedisClient } from "../../redis/client.js";
+import { defineScript } from "../../redis/script.js";
 import { announceChange, WatchedCache } from "../../redis/watched-cache.js";
 
 /**
@@ -64,9 +65,21 @@ export const KID_MAX_AGE_MS = 1_000;
 const CURRENT = "current";
 const field = (kid: string) => `key:${kid}`;
 
-const installFirstKey = LuaScript.fromFile(new URL("./install-first-signing-key.lua", import.meta.url));
-const rotateKey = LuaScript.fromFile(new URL("./rotate-signing-key.lua", import.meta.url));
-const pruneKeys = LuaScript.fromFile(new URL("./prune-signing-keys.lua", import.meta.url));
+const installFirstKey = defineScript({
+  file: new URL("./install-first-signing-key.lua", import.meta.url),
+  keys: ["signingKeys"],
+  argv: ["kid", "record"],
+});
+const rotateKey = defineScript({
+  file: new URL("./rotate-signing-key.lua", import.meta.url),
+  keys: ["signingKeys"],
+  argv: ["kid", "record", "now"],
+});
+const pruneKeys = defineScript({
+  file: new URL("./prune-signing-keys.lua", import.meta.url),
+  keys: ["signingKeys"],
+  argv: ["now", "retention"],
+});
 
 const EcPublicJwk = z.object({
   kty: z.literal("EC"),
@@ -149,7 +162,8 @@ export class RedisSigningKeys implements SigningKeys {
 
   async rotate(): Promise<{ kid: string }> {
     const made = await this.generate();
-    await rotateKey.run(this.redis, [this.hashKey], [made.key.kid, made.record, this.now()]);
+    const rotated = { kid: made.key.kid, record: made.record, now: this.now() };
+    await rotateKey.run(this.redis, { signingKeys: this.hashKey }, rotated);
     this.remember(made.key);
     this.kid.set(CURRENT, made.key.kid);
     // Every instance drops its kept kid now; one that misses this reads it within a second.
@@ -196,17 +210,21 @@ export class RedisSigningKeys implements SigningKeys {
   /** Generates a key and installs it unless another instance got there first; answers the current kid. */
   private async installFirst(): Promise<string> {
     const made = await this.generate();
-    const kid = z
-      .string()
-      .parse(await installFirstKey.run(this.redis, [this.hashKey], [made.key.kid, made.record]));
+    const first = { kid: made.key.kid, record: made.record };
+    const answer = await installFirstKey.run(this.redis, { signingKeys: this.hashKey }, first);
+    const [, kid] = z.tuple([z.enum(["installed", "kept"]), z.string()]).parse(answer);
     if (kid === made.key.kid) this.remember(made.key);
     return kid;
   }
 
   private async prune(): Promise<{ current: string; records: StoredKey[] }> {
-    const answer = await pruneKeys.run(this.redis, [this.hashKey], [this.now(), this.retentionMs]);
-    const [current, ...raw] = z.array(z.string()).parse(answer);
-    return { current: current ?? "", records: raw.map((r) => StoredKey.parse(JSON.parse(r))) };
+    const args = { now: this.now(), retention: this.retentionMs };
+    const answer = await pruneKeys.run(this.redis, { signingKeys: this.hashKey }, args);
+    const [, current, ...raw] = z
+      .tuple([z.literal("kept"), z.string()])
+      .rest(z.string())
+      .parse(answer);
+    return { current, records: raw.map((r) => StoredKey.parse(JSON.parse(r))) };
   }
 
   private remember(key: SigningKey): void {
