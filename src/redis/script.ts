@@ -5,8 +5,10 @@ import { LuaScript, type RedisClient } from "./client.js";
 /**
  * What a Lua script takes, by name. The file names its inputs at the top, in order:
  * `local <name>Key = KEYS[i]` for each of `keys`, `local <rest>Keys = { unpack(KEYS, n) }` for a
- * tail of keys, and `local <name> = ARGV[i]` (possibly inside `tonumber(...)` or
- * `cjson.decode(...)`) for each of `argv`. The names are checked against the file when the script
+ * tail of keys (or, for a tail longer than `unpack` can return, the same copied by a loop on
+ * one line: `local <rest>Keys = {} for i = n, #KEYS do <rest>Keys[#<rest>Keys + 1] = KEYS[i] end`),
+ * and `local <name> = ARGV[i]` (possibly inside `tonumber(...)` or `cjson.decode(...)`) for each
+ * of `argv`. The names are checked against the file when the script
  * is defined, so the TypeScript caller and the Lua body cannot drift apart.
  */
 export interface ScriptSpec<K extends string, A extends string> {
@@ -43,10 +45,16 @@ export function declaredInputs(source: string): { keys: string[]; rest?: string;
   for (const m of source.matchAll(/^local (\w+)Key = KEYS\[(\d+)\]\s*$/gm)) {
     keys[Number(m[2]) - 1] = m[1] as string;
   }
-  const tail = /^local (\w+)Keys = \{ ?unpack\(KEYS, (\d+)\) ?\}\s*$/m.exec(source);
+  // `{ unpack(KEYS, n) }`, or the same copied by a loop where the tail may hold more keys than
+  // Lua's unpack returns (about 8000).
+  const tail =
+    /^local (\w+)Keys = (?:\{ ?unpack\(KEYS, (\d+)\) ?\}|\{\} for i = (\d+), #KEYS do \1Keys\[#\1Keys \+ 1\] = KEYS\[i\] end)\s*$/m.exec(
+      source,
+    );
   if (tail !== null) {
     // A tail that does not start right after the named keys matches no caller.
-    rest = Number(tail[2]) === keys.length + 1 ? tail[1] : `${tail[1]} from KEYS[${tail[2]}]`;
+    const from = tail[2] ?? tail[3];
+    rest = Number(from) === keys.length + 1 ? tail[1] : `${tail[1]} from KEYS[${from}]`;
   }
   for (const m of source.matchAll(/^local (\w+) = (?:\w+(?:\.\w+)?\()?ARGV\[(\d+)\]\)?\s*$/gm)) {
     argv[Number(m[2]) - 1] = m[1] as string;

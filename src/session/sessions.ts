@@ -1,11 +1,31 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
+import type { Keys, RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
 import type { GrantMode } from "./identity.js";
 
-const openSession = LuaScript.fromFile(new URL("./open-session.lua", import.meta.url));
-const refreshSession = LuaScript.fromFile(new URL("./refresh-session.lua", import.meta.url));
-const grantScope = LuaScript.fromFile(new URL("./grant-scope.lua", import.meta.url));
-const resetPassword = LuaScript.fromFile(new URL("./reset-password.lua", import.meta.url));
+const file = (name: string) => new URL(`./${name}.lua`, import.meta.url);
+const openSession = defineScript({
+  file: file("open-session"),
+  keys: ["session", "grants", "index"],
+  argv: ["args"],
+});
+const refreshSession = defineScript({
+  file: file("refresh-session"),
+  keys: ["session", "used", "grants", "stepUp", "index"],
+  argv: ["args"],
+});
+const grantScope = defineScript({
+  file: file("grant-scope"),
+  keys: ["session", "grants"],
+  argv: ["args"],
+});
+/** The other sessions' keys follow as `rest`: session, used and grants of each, in order. */
+const resetPassword = defineScript({
+  file: file("reset-password"),
+  keys: ["session", "grants", "user", "index"],
+  rest: "other",
+  argv: ["args"],
+});
 
 export interface Grant {
   scope: string;
@@ -85,9 +105,9 @@ export class SessionStore {
     const authTime = Math.floor(now / 1000);
     await openSession.run(
       this.redis,
-      [k.session, k.grants, k.index],
-      [
-        JSON.stringify({
+      { session: k.session, grants: k.grants, index: k.index },
+      {
+        args: JSON.stringify({
           sessionId,
           appId,
           createdAt: new Date(now).toISOString(),
@@ -98,7 +118,7 @@ export class SessionStore {
           keepUntil: now + this.refreshLifetimeMs,
           grant: login.grant === undefined ? null : { ...login.grant, jti },
         }),
-      ],
+      },
     );
     return { sessionId, refreshToken: refresh.token, login: { amr: login.amr, authTime } };
   }
@@ -143,9 +163,9 @@ export class SessionStore {
     const stepUp = "stepUpKey" in presented ? presented.stepUpKey : k.session;
     const [outcome, ...scopes] = (await refreshSession.run(
       this.redis,
-      [k.session, k.used, k.grants, stepUp, k.index],
-      [
-        JSON.stringify({
+      { session: k.session, used: k.used, grants: k.grants, stepUp, index: k.index },
+      {
+        args: JSON.stringify({
           sessionId,
           now: Date.now(),
           presentedHash: "refreshHash" in presented ? presented.refreshHash : null,
@@ -153,7 +173,7 @@ export class SessionStore {
           jti,
           keepUntil: Date.now() + this.refreshLifetimeMs,
         }),
-      ],
+      },
     )) as [string, ...string[]];
     if (outcome === "ok") return { outcome, refreshToken: next.token, scopes };
     return { outcome: outcome === "reused" ? "reused" : "invalid" };
@@ -161,7 +181,11 @@ export class SessionStore {
 
   async grant(userId: string, sessionId: string, grant: Grant): Promise<boolean> {
     const k = this.keysOf(userId, sessionId);
-    return (await grantScope.run(this.redis, [k.session, k.grants], [JSON.stringify(grant)])) === 1;
+    const keys = { session: k.session, grants: k.grants };
+    const [status] = (await grantScope.run(this.redis, keys, { args: JSON.stringify(grant) })) as [
+      "granted" | "no_session",
+    ];
+    return status === "granted";
   }
 
   async alive(userId: string, sessionId: string): Promise<boolean> {
@@ -212,8 +236,9 @@ export class SessionStore {
       });
       const [outcome, ...ended] = (await resetPassword.run(
         this.redis,
-        [k.session, k.grants, k.user, k.index, ...otherKeys],
-        [JSON.stringify({ ...args, sessionId, others, now: Date.now() })],
+        { session: k.session, grants: k.grants, user: k.user, index: k.index },
+        { args: JSON.stringify({ ...args, sessionId, others, now: Date.now() }) },
+        otherKeys,
       )) as [string, ...string[]];
       if (outcome === "ok") return { outcome, ended };
       if (outcome === "no_session" || outcome === "insufficient_scope") return { outcome };

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
+import type { Keys, RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
 import { IDENTIFIER_TYPES, type Identifier } from "./identity.js";
 
 export interface User {
@@ -9,7 +10,13 @@ export interface User {
   hasPassword: boolean;
 }
 
-const createUser = LuaScript.fromFile(new URL("./create-user.lua", import.meta.url));
+/** The identifiers' index keys are its `rest`. */
+const createUser = defineScript({
+  file: new URL("./create-user.lua", import.meta.url),
+  keys: [],
+  rest: "index",
+  argv: ["userId"],
+});
 
 /**
  * Users of an app: `user:{<user_id>}` (hash), and the app's identifier index
@@ -54,7 +61,8 @@ export class UserStore {
   async create(appId: string, identifiers: Identifier[], passwordHash?: string): Promise<User | undefined> {
     const userId = `usr_${randomBytes(16).toString("base64url")}`;
     const index = identifiers.map((id) => this.indexKey(appId, id));
-    if ((await createUser.run(this.redis, index, [userId])) !== 1) return undefined;
+    const [status] = (await createUser.run(this.redis, {}, { userId }, index)) as ["created" | "taken"];
+    if (status !== "created") return undefined;
     const fields: Record<string, string> = { app_id: appId, created_at: new Date().toISOString() };
     for (const id of identifiers) fields[id.type] = id.value;
     if (passwordHash !== undefined) fields.password_hash = passwordHash;

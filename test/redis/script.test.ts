@@ -59,6 +59,33 @@ describe("script contract", () => {
     ).to.deep.equal(["a{t}", "e{t}", "", "", "1", ""]);
   });
 
+  it("reads a tail of keys copied by a loop, longer than Lua's unpack can return", async () => {
+    const script = defineScript({
+      file: luaFile(
+        [
+          "local authKey = KEYS[1]",
+          "local otherKeys = {} for i = 2, #KEYS do otherKeys[#otherKeys + 1] = KEYS[i] end",
+          "return {authKey, #otherKeys, otherKeys[#otherKeys]}",
+        ].join("\n"),
+      ),
+      keys: ["auth"],
+      rest: "other",
+      argv: [],
+    });
+    const others = Array.from({ length: 9000 }, (_, i) => `o${i}{t}`);
+    expect(await script.run(redis, { auth: "a{t}" }, {}, others)).to.deep.equal(["a{t}", 9000, "o8999{t}"]);
+    expect(() =>
+      defineScript({
+        file: luaFile(
+          "local authKey = KEYS[1]\nlocal otherKeys = {} for i = 3, #KEYS do otherKeys[#otherKeys + 1] = KEYS[i] end\n",
+        ),
+        keys: ["auth"],
+        rest: "other",
+        argv: [],
+      }),
+    ).to.throw(/other from KEYS\[3\]/);
+  });
+
   it("refuses at load a caller whose names or order differ from the file's", () => {
     const file = luaFile(
       "local authKey = KEYS[1]\nlocal eventsKey = KEYS[2]\nlocal now = ARGV[1]\nreturn 1\n",
