@@ -4,7 +4,8 @@ import { badField, RingfenceError } from "../errors.js";
 import { errorMessage, type Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
-import { LuaScript, type Keys, type RedisClient } from "../redis/client.js";
+import type { Keys, RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
 import type { UnaryHandler } from "../rpc/binding.js";
 import type {
   CreateAppWebhookRequest,
@@ -67,10 +68,12 @@ const stored = z.object({
 });
 type StoredWebhook = z.infer<typeof stored>;
 
-const appendAppEvent = LuaScript.withLibraries(
-  new URL("./append-app-event.lua", import.meta.url),
-  STREAM_LIBRARY,
-);
+const appendAppEvent = defineScript({
+  file: new URL("./append-app-event.lua", import.meta.url),
+  libraries: [STREAM_LIBRARY],
+  keys: ["gen", "stream", "hook", "delivered", "lock", "nextStream", "nextHook", "nextDelivered", "pending"],
+  argv: ["generation", "envelope", "url", "secretRef", "ttl"],
+});
 
 /** True when a webhook `secret_ref` names an app webhook subscription (see `appWebhookSecret`). */
 export function isAppWebhookRef(ref: string): boolean {
@@ -212,12 +215,22 @@ export class AppWebhooks implements AppEvents {
       const next = this.streamOf(appId, subId, gen + 1);
       const c = outboxKeys(current, this.keys);
       const n = outboxKeys(next, this.keys);
-      const appended = await appendAppEvent.run(
+      const [status, list] = (await appendAppEvent.run(
         this.redis,
-        [genKey, current, c.hook, c.delivered, c.lock, next, n.hook, n.delivered, c.pending],
-        [gen, envelope, url, ref, this.streamTtlMs],
-      );
-      if (typeof appended === "string") return appended;
+        {
+          gen: genKey,
+          stream: current,
+          hook: c.hook,
+          delivered: c.delivered,
+          lock: c.lock,
+          nextStream: next,
+          nextHook: n.hook,
+          nextDelivered: n.delivered,
+          pending: c.pending,
+        },
+        { generation: gen, envelope, url, secretRef: ref, ttl: this.streamTtlMs },
+      )) as ["appended", string] | ["moved"];
+      if (status === "appended") return list;
     }
     throw new Error("the stream's generation kept moving");
   }
