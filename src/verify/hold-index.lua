@@ -2,7 +2,7 @@
 -- score is the issue time of the latest send or retry that listed the customer (ZADD GT).
 -- Customers listed by an earlier version (a plain set) move in first, scored now: any send that
 -- listed them there was issued before now.
--- KEYS: 1 the index, 2 the earlier set (same hash tag). Returns {customer, score, ...}.
+-- KEYS: 1 the index, 2 the earlier set (same hash tag). Returns {'listed', customer, score, ...}.
 local indexKey = KEYS[1]
 local earlierIndexKey = KEYS[2]
 if redis.call('EXISTS', earlierIndexKey) == 1 then
@@ -13,4 +13,6 @@ if redis.call('EXISTS', earlierIndexKey) == 1 then
   end
   redis.call('DEL', earlierIndexKey)
 end
-return redis.call('ZRANGE', indexKey, 0, -1, 'WITHSCORES')
+local listed = redis.call('ZRANGE', indexKey, 0, -1, 'WITHSCORES')
+table.insert(listed, 1, 'listed')
+return listed

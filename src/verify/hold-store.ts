@@ -43,7 +43,7 @@ export class HoldStore {
    */
   async holdCustomers(): Promise<{ customer: string; listedAt: number }[]> {
     const keys = { index: this.keys.holdIndex(), earlierIndex: this.keys.earlierHoldIndex() };
-    const flat = (await scripts.holdIndex.run(this.redis, keys, {})) as string[];
+    const [, ...flat] = (await scripts.holdIndex.run(this.redis, keys, {})) as ["listed", ...string[]];
     const listed: { customer: string; listedAt: number }[] = [];
     for (let i = 0; i + 1 < flat.length; i += 2) {
       listed.push({ customer: flat[i] as string, listedAt: Number(flat[i + 1]) });
@@ -126,7 +126,10 @@ export class HoldStore {
     const keys = { holds: this.keys.holds(hold.customer), hold: this.keys.hold(hold.customer, hold.id) };
     const args = { holdId: hold.id, outcome, sealed: unclaimed?.sealed, deadline: unclaimed?.deadline };
     const named = { ...keys, account, spend, auth, events, hook, pending };
-    return Number(await scripts.resolveHold.run(this.redis, named, args, windows)) === 1;
+    const [status] = (await scripts.resolveHold.run(this.redis, named, args, windows)) as [
+      "resolved" | "gone" | "left",
+    ];
+    return status === "resolved";
   }
 
   /** Ids of the customer's holds whose deadline has passed (at most `limit`). */
@@ -144,10 +147,15 @@ export class HoldStore {
    */
   async unindexIfEmpty(customer: string, listedAt: number, staleMs: number): Promise<boolean> {
     const holds = { holds: this.holdsKey(customer) };
-    const quiet = await scripts.holdsQuiet.run(this.redis, holds, { listedAt, staleMs });
-    if (Number(quiet) !== 1) return false;
+    const [quiet] = (await scripts.holdsQuiet.run(this.redis, holds, { listedAt, staleMs })) as [
+      "quiet" | "busy",
+    ];
+    if (quiet !== "quiet") return false;
     const index = { index: this.keys.holdIndex() };
-    return Number(await scripts.unindexHolds.run(this.redis, index, { customer, listedAt })) === 1;
+    const [dropped] = (await scripts.unindexHolds.run(this.redis, index, { customer, listedAt })) as [
+      "dropped" | "kept",
+    ];
+    return dropped === "dropped";
   }
 
   /** Takes a due hold for recovery, moving its deadline to `until`; undefined when not due. */

@@ -12,7 +12,8 @@
 -- ARGV: 1 hold id, 2 commit | release, and optionally 3 the sealed message and 4 the deadline of
 --       the hold one caller recorded: then only that hold is resolved, and only while no recovery
 --       has claimed it (a claim moves the deadline), else nothing is done.
--- Returns 1 when this call resolved the hold, 0 when it was already resolved (or left alone).
+-- Returns {'resolved'} when this call resolved the hold, {'gone'} when it was already resolved,
+-- or {'left'} when it is not that caller's hold any more (left alone).
 local holdsKey = KEYS[1]
 local holdKey = KEYS[2]
 local accountKey = KEYS[3]
@@ -66,10 +67,10 @@ end
 local h = redis.call('HMGET', holdKey, 'price', 'member', 'kind', 'sealed')
 if not h[1] then
   redis.call('ZREM', holdsKey, holdId)
-  return 0
+  return {'gone'}
 end
 if sealed and (h[4] ~= sealed or tonumber(redis.call('ZSCORE', holdsKey, holdId)) ~= tonumber(deadline)) then
-  return 0
+  return {'left'}
 end
 if outcome == 'release' then
   local price = tonumber(h[1])
@@ -89,4 +90,4 @@ elseif h[3] == 'retry' then
 end
 redis.call('DEL', holdKey)
 redis.call('ZREM', holdsKey, holdId)
-return 1
+return {'resolved'}
