@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Config } from "../config.js";
@@ -156,7 +155,8 @@ export async function connectRedis(redis: RedisClient): Promise<void> {
 
 /**
  * A Lua script run with EVALSHA (EVAL once after a NOSCRIPT). Every key a script touches is
- * passed in KEYS and shares one hash tag, so the script runs on one Redis Cluster slot.
+ * passed in KEYS and shares one hash tag, so the script runs on one Redis Cluster slot. Domains
+ * define their scripts with `defineScript` (src/redis/script.ts), which names the inputs.
  */
 export class LuaScript {
   readonly sha: string;
@@ -165,16 +165,6 @@ export class LuaScript {
     readonly source: string,
   ) {
     this.sha = createHash("sha1").update(source).digest("hex");
-  }
-
-  static fromFile(url: URL): LuaScript {
-    return new LuaScript(url.pathname.split("/").pop() ?? "script", readFileSync(url, "utf8"));
-  }
-
-  /** A script with shared Lua functions (`libraries`) prepended, so rules are written once. */
-  static withLibraries(url: URL, ...libraries: URL[]): LuaScript {
-    const source = [...libraries, url].map((u) => readFileSync(u, "utf8")).join("\n");
-    return new LuaScript(url.pathname.split("/").pop() ?? "script", source);
   }
 
   async run(

@@ -15,12 +15,10 @@ function luaFile(source: string): URL {
   return pathToFileURL(path);
 }
 
-/** The Lua files whose callers name their inputs (the other domains' scripts keep positional calls). */
-const NAMED = ["accounts", "otp", "verify", "webhooks"].flatMap((dir) =>
-  readdirSync(new URL(`../../src/${dir}/`, import.meta.url))
-    .filter((f) => f.endsWith(".lua"))
-    .map((f) => new URL(`../../src/${dir}/${f}`, import.meta.url)),
-);
+/** Every Lua file of src/ (each script's caller names its inputs through defineScript). */
+const SCRIPTS = readdirSync(new URL("../../src/", import.meta.url), { recursive: true, encoding: "utf8" })
+  .filter((f) => f.endsWith(".lua"))
+  .map((f) => new URL(`../../src/${f}`, import.meta.url));
 
 describe("script contract", () => {
   let redis: Redis;
@@ -112,9 +110,9 @@ describe("script contract", () => {
     expect((err as RingfenceError).message).to.equal("the account balance is too low to send a message");
   });
 
-  it("names KEYS and ARGV only at the top of every script of accounts, otp, verify and webhooks", () => {
-    expect(NAMED.length).to.be.greaterThan(10);
-    for (const url of NAMED) {
+  it("names KEYS and ARGV only at the top of every script, and answers tables, never bare numbers", () => {
+    expect(SCRIPTS.length).to.be.greaterThan(25);
+    for (const url of SCRIPTS) {
       const source = readFileSync(url, "utf8");
       if (!/KEYS\[/.test(source)) continue; // a library of functions (window.lua, stream.lua, ...)
       const { keys, rest } = declaredInputs(source);
@@ -122,8 +120,14 @@ describe("script contract", () => {
       // No bare KEYS[n] or ARGV[n] in the body: only the declarations at the top use them.
       const body = source
         .split("\n")
-        .filter((l) => !l.startsWith("--") && !/^local \w+ = .*(KEYS|ARGV)\[\d+\]/.test(l));
+        .filter(
+          (l) =>
+            !l.startsWith("--") &&
+            !/^local \w+ = .*(KEYS|ARGV)\[\d+\]/.test(l) &&
+            !/^local (\w+)Keys = \{\} for i = \d+, #KEYS do \1Keys\[#\1Keys \+ 1\] = KEYS\[i\] end$/.test(l),
+        );
       expect(body.join("\n"), url.pathname).not.to.match(/\b(KEYS|ARGV)\[/);
+      expect(body.join("\n"), url.pathname).not.to.match(/\breturn -?\d/);
     }
   });
 });
