@@ -7,6 +7,7 @@ import { RedisAccountStore } from "./accounts/store.js";
 import { AccountCache } from "./accounts/cache.js";
 import { RedisLookupData } from "./lookup/lookup-data.js";
 import { VerifyStore } from "./verify/store.js";
+import { FraudEngine } from "./fraud/engine.js";
 import { AppStore } from "./apps/store.js";
 import { ClientStore } from "./oauth/clients.js";
 import { RedisSigningKeys } from "./oauth/keys/signing-keys.js";
@@ -31,6 +32,8 @@ export interface Registry {
   accountCache: AccountCache;
   lookupData: RedisLookupData;
   verify: VerifyStore;
+  /** The fraud engine every code-carrying send goes through (docs/fraud.md). */
+  fraud: FraudEngine;
   apps: AppStore;
   clients: ClientStore;
   signingKeys: RedisSigningKeys;
@@ -77,6 +80,7 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     accountCache: new AccountCache(accounts, secrets),
     lookupData: new RedisLookupData(redis, keys),
     verify: new VerifyStore(redis, keys),
+    fraud: new FraudEngine({ redis, keys, config, metrics, log }),
     apps: new AppStore(redis, keys, secrets),
     clients: new ClientStore(redis, keys, secrets),
     signingKeys,

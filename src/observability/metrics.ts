@@ -34,6 +34,9 @@ export class Metrics {
   private readonly webhooks: Counter<"outcome">;
   private readonly redisErrors: Counter<"kind">;
   private readonly redisPing: Histogram;
+  private readonly fraudDecisions: Counter<"api" | "action" | "rule">;
+  private readonly verificationsSent: Counter<"api" | "country">;
+  private readonly verificationsVerified: Counter<"api" | "country">;
   /** Read at scrape time for the webhook backlog gauge; set once the outbox exists. */
   webhookBacklog: (() => Promise<number>) | undefined;
 
@@ -70,6 +73,24 @@ export class Metrics {
       name: "ringfence_messages_failed_total",
       help: "Messages the provider did not accept (refused, timed out, unreachable), by channel, provider and country",
       labelNames: ["channel", "provider", "country"],
+      registers,
+    });
+    this.fraudDecisions = new Counter({
+      name: "ringfence_fraud_decisions_total",
+      help: "Decisions of the fraud engine on code-carrying sends, by api (v1, v2, session), action (allow, block, would_block) and rule (none, geo, destination_surge, conversion_drop)",
+      labelNames: ["api", "action", "rule"],
+      registers,
+    });
+    this.verificationsSent = new Counter({
+      name: "ringfence_verifications_sent_total",
+      help: "Code-carrying messages the fraud engine let through, by api and destination country",
+      labelNames: ["api", "country"],
+      registers,
+    });
+    this.verificationsVerified = new Counter({
+      name: "ringfence_verifications_verified_total",
+      help: "Sends converted (a right code, V1 feedback onboarded), by api and destination country: divided by ringfence_verifications_sent_total, the conversion",
+      labelNames: ["api", "country"],
       registers,
     });
     this.spend = new Counter({
@@ -152,6 +173,17 @@ export class Metrics {
   email(provider: string, outcome: "sent" | EmailFailure): void {
     if (outcome === "sent") this.emailSent.inc({ provider });
     else this.emailFailed.inc({ provider, reason: outcome });
+  }
+
+  /** One decision of the fraud engine; a send it let through counts as sent in its country. */
+  fraudDecision(api: string, action: string, rule: string, country: string): void {
+    this.fraudDecisions.inc({ api, action, rule });
+    if (action !== "block") this.verificationsSent.inc({ api, country });
+  }
+
+  /** One send converted. */
+  verified(api: string, country: string): void {
+    this.verificationsVerified.inc({ api, country });
   }
 
   charged(country: string, micros: number): void {

@@ -7,7 +7,8 @@
 -- the challenge's correlation_id, and `compact` the records row-events.lua may keep instead.
 -- `api` (a V1 or V2 verification): a challenge created by another API is not found (field `api`,
 -- absent on V1's older rows).
--- Returns {status or 'not_found', 1 when an event awaits webhook delivery}. Only real
+-- Returns {status or 'not_found', 1 when an event awaits webhook delivery, the verification's
+-- number when the code was right (else false)}. Only real
 -- comparisons are events, so refused checks cannot grow the list.
 local challengeKey = KEYS[1]
 local eventsKey = KEYS[2]
@@ -47,4 +48,11 @@ if type(args.events) == 'table' and (status == 'valid' or status == 'invalid') t
   local compact = type(args.events.compact) == 'table' and args.events.compact[status] or ''
   _, hooked = row_event(challengeKey, eventsKey, hookKey, pendingKey, envelope, compact)
 end
-return {status, hooked}
+-- A verification's number (V1 and V2 rows keep it as `p`, older rows as `phone_number`), for the
+-- fraud engine to count the conversion; false for a login or step-up challenge.
+local phone = false
+if status == 'valid' then
+  local p = redis.call('HMGET', challengeKey, 'p', 'phone_number')
+  phone = p[1] or p[2] or false
+end
+return {status, hooked, phone}

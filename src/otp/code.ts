@@ -123,7 +123,7 @@ export async function checkCode(
   keys: CheckKeys,
   /** `api`: the API whose verification this must be (another's is `not_found`). */
   args: { now: number; codeHash: string; maxChecks: number; api?: string },
-): Promise<{ status: CheckStatus | "not_found"; hooked: boolean }> {
+): Promise<{ status: CheckStatus | "not_found"; hooked: boolean; phone?: string }> {
   const e = keys.events;
   const k = {
     challenge: keys.challenge,
@@ -135,9 +135,8 @@ export async function checkCode(
     ...args,
     events: e === undefined ? null : { valid: e.valid, invalid: e.invalid, compact: e.compact ?? null },
   };
-  const [status, hooked] = (await checkCodeScript.run(redis, k, { args: JSON.stringify(payload) })) as [
-    CheckStatus | "not_found",
-    number,
-  ];
-  return { status, hooked: hooked === 1 };
+  const [status, hooked, phone] = (await checkCodeScript.run(redis, k, {
+    args: JSON.stringify(payload),
+  })) as [CheckStatus | "not_found", number, string | null];
+  return { status, hooked: hooked === 1, ...(typeof phone === "string" ? { phone } : {}) };
 }

@@ -5,11 +5,12 @@ import { errorMessage, type Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { takeWindows, tooManyAttempts, type Window } from "../otp/code.js";
 import { WindowKeys } from "../otp/window-keys.js";
-import { staticSpamRule } from "../lookup/spam.js";
+import { screenNumber } from "../lookup/spam.js";
+import { refusalName, type Destination, type FraudEngine } from "../fraud/engine.js";
 import { noteRefusal } from "../observability/calls.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import type { AppStore } from "../apps/store.js";
-import { parseE164 } from "../lookup/numbers.js";
+import { describeNumber, parseE164 } from "../lookup/numbers.js";
 import { limitSubject } from "../net/cidr.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { SmsProvider } from "../messaging/sms.js";
@@ -32,6 +33,7 @@ export class CodeSender {
       email: EmailProvider;
       lookupData: LookupDataSource;
       apps: AppStore;
+      fraud: FraudEngine;
     },
   ) {}
 
@@ -87,11 +89,15 @@ export class CodeSender {
     const { config, keys, redis } = this.deps;
     const member = randomUUID();
     let range: Window | undefined;
+    let destination: Destination | undefined;
     if (id.type === "phone_number") {
       const phone = parseE164(id.value);
-      const spam =
-        phone === undefined ? undefined : await staticSpamRule(config, this.deps.lookupData, phone);
+      const screened =
+        phone === undefined ? undefined : await screenNumber(config, this.deps.lookupData, phone);
+      const spam = screened?.rule;
       if (spam !== undefined) throw refusedBy(spam, spamDetected());
+      if (phone !== undefined && screened !== undefined)
+        destination = this.deps.fraud.destination(phone, screened.facts);
       const prefix = id.value.slice(0, -config.SPAM_RANGE_DIGITS);
       range = {
         key: new WindowKeys(keys).range(appId, prefix),
@@ -104,7 +110,7 @@ export class CodeSender {
       // One script for all: the range refuses as spam, any other full window as too many.
       const all = range === undefined ? windows : [range, ...windows];
       const { waitMs, full } = await takeWindows(redis, all, member);
-      if (waitMs === 0) return;
+      if (waitMs === 0) return this.judged(appId, destination);
       if (full !== undefined && full === range) throw refusedBy(range.name, spamDetected());
       throw refusedBy(full?.name, tooManyAttempts("too many codes asked for: try again later", waitMs));
     }
@@ -115,6 +121,26 @@ export class CodeSender {
     if (waitMs > 0)
       throw refusedBy(full?.name, tooManyAttempts("too many codes asked for: try again later", waitMs));
     await takeWindows(redis, [range], member, "add");
+    await this.judged(appId, destination);
+  }
+
+  /**
+   * The fraud engine's decision on an SMS the windows let through (docs/fraud.md): 403
+   * spam_detected on a block. The app is the tenant.
+   */
+  private async judged(appId: string, destination: Destination | undefined): Promise<void> {
+    if (destination === undefined) return;
+    const decision = await this.deps.fraud.judge("session", appId, destination);
+    if (decision.action === "block") throw refusedBy(refusalName(decision.rule), spamDetected());
+  }
+
+  /** A right code for an SMS sent to this identifier: the fraud engine counts the conversion. */
+  async converted(appId: string, id: Identifier): Promise<void> {
+    if (id.type !== "phone_number") return;
+    const phone = parseE164(id.value);
+    if (phone === undefined) return;
+    const facts = await describeNumber(phone);
+    await this.deps.fraud.converted("session", appId, this.deps.fraud.destination(phone, facts));
   }
 
   /** Sends a code; counted for the app once the provider accepted it. */

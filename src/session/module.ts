@@ -32,6 +32,7 @@ export function sessionModule(
     email: d.messaging.email,
     lookupData: r.lookupData,
     apps: r.apps,
+    fraud: r.fraud,
   });
   const handlers = sessionHandlers({
     config: r.config,

@@ -104,6 +104,7 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
         throw new RingfenceError("expired_challenge", "unknown or expired challenge_token");
       await deps.codes.allowCheck({ appId: login.appId, id: login.identifier });
       await checkChallenge(deps, ref, req.code);
+      await deps.codes.converted(login.appId, login.identifier);
       const { user, created } = await deps.users.findOrCreate(login.appId, login.identifier);
       const jti = randomUUID();
       // The code proves the identifier, but the scope is only the app's to give: without

@@ -25,7 +25,7 @@ export type StepUpSessions = Pick<SessionStore, "alive" | "grant" | "keysOf" | "
 export type StepUpUsers = Pick<UserStore, "get">;
 
 /** Sends a step's code under the session abuse limits (spam rules, message counts, check windows). */
-export type StepUpCodes = Pick<CodeSender, "send" | "allowSend" | "allowCheck">;
+export type StepUpCodes = Pick<CodeSender, "send" | "allowSend" | "allowCheck" | "converted">;
 
 /** What the session module brings step-up (src/session/module.ts): its code sender and user chain. */
 export interface StepUpSessionModule {

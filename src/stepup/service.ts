@@ -62,6 +62,14 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     return challenge.token;
   }
 
+  /** A step's right code: an SMS step's conversion counts for the fraud engine (docs/fraud.md). */
+  async function convertedStep(userId: string, state: StepUpState): Promise<void> {
+    const step = state.steps[state.stepIndex];
+    if (step === undefined || STEP_IDENTIFIER[step.key] !== "phone_number") return;
+    const identifier = (await deps.users.get(userId))?.identifiers.find((i) => i.type === "phone_number");
+    if (identifier !== undefined) await deps.codes.converted(state.appId, identifier);
+  }
+
   return {
     async createStepUpConfig(req, ctx) {
       const app = appOf(ctx);
@@ -154,6 +162,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
       await deps.codes.allowCheck({ userId: ref.userId });
       await checkChallenge(deps, ref, req.code);
       await deps.challenges.remove(ref.key);
+      await convertedStep(ref.userId, state);
       const next = { ...state, stepIndex: state.stepIndex + 1 };
       const nextStep = next.steps[next.stepIndex];
       if (nextStep !== undefined) {

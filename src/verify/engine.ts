@@ -10,7 +10,8 @@ import type { StoredAccount } from "../accounts/account.js";
 import { ACCOUNT_SECRET_KIND } from "../accounts/account.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import { describeNumber, parseE164, type ParsedNumber } from "../lookup/numbers.js";
-import { staticSpamRule } from "../lookup/spam.js";
+import { screenNumber } from "../lookup/spam.js";
+import type { FraudEngine } from "../fraud/engine.js";
 import { limitSubject } from "../net/cidr.js";
 import { noteRefusal } from "../observability/calls.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -38,6 +39,8 @@ export interface VerifyDeps {
   outbound: Pick<OutboundGuard, "checkUrl" | "refusal">;
   /** Counts what accounts are charged (the spend metric). */
   metrics: Pick<Metrics, "charged">;
+  /** The fraud engine: its keys and arguments ride in the send and retry scripts. */
+  fraud: FraudEngine;
   now?: () => number;
 }
 
@@ -128,8 +131,11 @@ export class VerifyEngine {
   async send(account: StoredAccount, req: SendRequest): Promise<SendOutcome> {
     const { config, store } = this.deps;
     const phone = req.phone;
-    const staticSpam = (await staticSpamRule(config, this.deps.lookupData, phone)) ?? false;
+    const screened = await screenNumber(config, this.deps.lookupData, phone);
+    const staticSpam = screened.rule ?? false;
     const t = this.now();
+    const { fraud } = this.deps;
+    const destination = fraud.destination(phone, screened.facts);
     const authUuid = randomUUID();
     const code = newCode(req.codeLength);
     const locale = resolveLocale(req.locale === "" ? undefined : req.locale, phone.countryCode);
@@ -167,11 +173,16 @@ export class VerifyEngine {
     };
 
     const held = this.holdArgs(sms);
-    const { status, refusedBy } = await store
+    const {
+      status,
+      refusedBy,
+      fraud: judged,
+    } = await store
       .send(
         place,
         {
           now: t,
+          fraud: fraud.args(req.api, destination, t),
           authUuid,
           phone: phone.e164,
           member: `${authUuid}:1`,
@@ -224,8 +235,10 @@ export class VerifyEngine {
               : { url: req.callbackUrl, secretRef: secretRef(ACCOUNT_SECRET_KIND, account.customerUuid) },
         },
         held,
+        fraud.sendKeys(account.customerUuid, destination),
       )
       .catch(this.giveBack(store.holdOf(place, sms.reference, "send"), held));
+    if (judged !== undefined) fraud.noted(req.api, judged, destination.country);
     if (status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
     if (refusedBy !== undefined) noteRefusal(refusedBy);
 
@@ -263,6 +276,8 @@ export class VerifyEngine {
     const attempt = auth.attempts + 1;
     const price = this.priceFor(phone.countryCode);
     const place = sendPlace(account.customerUuid, authUuid, phone, "", "", config, t);
+    const { fraud } = this.deps;
+    const destination = fraud.destination(phone, await describeNumber(phone));
     const sms = {
       to: phone.e164,
       from: auth.from,
@@ -283,10 +298,13 @@ export class VerifyEngine {
           price,
           member: `${authUuid}:${attempt}`,
           limits: { number: config.RATE_LIMIT_NUMBER, account: config.RATE_LIMIT_ACCOUNT },
+          fraud: fraud.args(auth.api, destination, t),
         },
         held,
+        fraud.sendKeys(account.customerUuid, destination),
       )
       .catch(this.giveBack(store.holdOf(place, sms.reference, "retry"), held));
+    if (r.fraud !== undefined) fraud.noted(auth.api, r.fraud, destination.country);
     if (r.status === "not_found") throw unknownAuthentication();
     if (r.status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
     if (r.refusedBy !== undefined) noteRefusal(r.refusedBy);
@@ -321,7 +339,7 @@ export class VerifyEngine {
     // A check's record names nothing of the row: its correlation_id is added where it is read.
     const ctx = { authUuid, phone: "", correlationId: "", expiresAt: "" };
     const compact = (e: CorrelatedEnvelope) => compactEvent(JSON.parse(e.head + e.tail) as Envelope, ctx);
-    const { status, hooked } = await store.check(account.customerUuid, authUuid, {
+    const { status, hooked, phone } = await store.check(account.customerUuid, authUuid, {
       now: t,
       codeHash: this.hashCode(authUuid, code),
       maxChecks: config.OTP_MAX_CHECKS,
@@ -332,7 +350,16 @@ export class VerifyEngine {
           : { valid, invalid, compact: { valid: compact(valid), invalid: compact(invalid) } },
     });
     if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events);
+    if (phone !== undefined) await this.converted(api, account.customerUuid, phone);
     return status;
+  }
+
+  /** A right code, or V1 feedback `onboarded`: the fraud engine counts the number's conversion. */
+  async converted(api: VerifyApi, customer: string, e164: string): Promise<void> {
+    const phone = parseE164(e164);
+    if (phone === undefined) return;
+    const { fraud } = this.deps;
+    await fraud.converted(api, customer, fraud.destination(phone, await describeNumber(phone)));
   }
 
   /** Turns a delivery receipt into its authentication's event, in its API's shape. */

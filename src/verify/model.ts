@@ -20,6 +20,7 @@ export const RETRY_STATUSES = [
   "rate_limited",
   "expired_auth",
   "already_validated",
+  "spam_detected",
 ] as const;
 export type RetryStatus = (typeof RETRY_STATUSES)[number];
 

@@ -35,6 +35,7 @@ export function verifyModule(
     webhooks: d.webhooks.outbox,
     outbound: r.outbound,
     metrics: r.metrics,
+    fraud: r.fraud,
   });
   d.messaging.sms.onReceipt((receipt) => {
     engine.recordReceipt(receipt).catch((err: unknown) => {

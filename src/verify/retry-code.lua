@@ -1,12 +1,14 @@
 -- Decides and records a retry atomically: the retry rules, the per-number and per-account
 -- windows, billing, and the new code replacing the old one.
 -- KEYS: 1 account, 2 month spend, 3 auth, 4 per-number window, 5 per-account window,
---       6 the customer's holds, 7 this retry's hold
+--       6 the customer's holds, 7 this retry's hold, then the fraud engine's keys
+--       (src/fraud/engine.ts, FraudSendKeys), its destinations last
 -- ARGV[1]: JSON {now, attempt, codeHash, maxRetries, retryIntervalMs, price, member, limits, hold}:
 -- `attempt` is the number the caller gave this retry's message (its reference `<auth>.<attempt>`),
 -- the row's `attempts` plus one as the caller read it.
--- window.lua and hold.lua are prepended.
--- Returns {status, retries, next_retry_at_ms[, the setting of the rule that refused it]} (status `stale`: run too late to answer the
+-- window.lua, hold.lua and fraud/engine.lua are prepended.
+-- Returns {status, retries, next_retry_at_ms[, the setting of the rule that refused it, the fraud
+-- engine's action and rule]} (`spam_detected`: the fraud engine blocked it; `stale`: run too late to answer the
 -- caller, or another retry took `attempt` since the caller read the row; nothing done), or
 -- {'refused', negative_balance | spending_limit_exceeded | suspended_account} (src/redis/script.ts).
 -- The row keeps, per retry whose hold is not resolved yet, what its code replaced (fields
@@ -21,6 +23,12 @@ local numberWindowKey = KEYS[4]
 local accountWindowKey = KEYS[5]
 local holdsKey = KEYS[6]
 local holdKey = KEYS[7]
+local fraudPolicyKey = KEYS[8]
+local fraudAllKey = KEYS[9]
+local fraudIndexKey = KEYS[10]
+local fraudDecisionsKey = KEYS[11]
+local fraudSentKey = KEYS[12]
+local fraudDestKeys = { unpack(KEYS, 13) }
 local args = cjson.decode(ARGV[1])
 local now = args.now
 if hold_stale(args.hold) then return {'stale', 0, 0} end
@@ -52,6 +60,13 @@ end
 local attempts = tonumber(h[7] or '1')
 if args.attempt ~= attempts + 1 then return {'stale', 0, 0} end
 
+-- The fraud engine judges the new message like a first one (docs/fraud.md#how-it-decides).
+local fraud = fraud_judge({ policy = fraudPolicyKey, all = fraudAllKey, index = fraudIndexKey,
+  decisions = fraudDecisionsKey, sent = fraudSentKey, dests = fraudDestKeys }, args.fraud)
+if fraud[1] == 'block' then
+  return {'spam_detected', retries, next_at, 'FRAUD_' .. string.upper(fraud[2]), fraud[1], fraud[2]}
+end
+
 local account = redis.call('HMGET', accountKey, 'status', 'balance_micros', 'spending_limit_micros')
 if account[1] == 'suspended' then return {'refused', 'suspended_account'} end
 local spent = tonumber(redis.call('GET', spendKey) or '0')
@@ -63,6 +78,7 @@ redis.call('EXPIRE', spendKey, 40 * 86400)
 window_record(numberWindowKey, args.limits.number, now, args.member)
 window_record(accountWindowKey, args.limits.account, now, args.member)
 hold_record(holdsKey, holdKey, args.hold, args.price, args.member, 'retry')
+fraud_count(fraudAllKey, fraudIndexKey, fraudSentKey, fraudDestKeys, args.fraud, 'sent')
 
 local next_retry = now + args.retryIntervalMs
 redis.call('HSET', authKey, 'code_hash', args.codeHash, 'code_attempt', tostring(args.attempt),
@@ -71,4 +87,4 @@ redis.call('HSET', authKey, 'code_hash', args.codeHash, 'code_attempt', tostring
 -- Written by earlier versions, meaningless once another code replaced theirs.
 redis.call('HDEL', authKey, 'prev_code_hash', 'prev_next_retry_at_ms')
 redis.call('HINCRBY', authKey, 'retries', 1)
-return {'approved', retries + 1, next_retry}
+return {'approved', retries + 1, next_retry, false, fraud[1], fraud[2]}

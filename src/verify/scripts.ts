@@ -2,14 +2,17 @@ import { defineScript } from "../redis/script.js";
 import { STREAM_LIBRARY } from "../webhooks/stream.js";
 import { WINDOW_LIBRARY } from "../otp/code.js";
 import { ROW_EVENTS_LIBRARY } from "./row.js";
+import { FRAUD_LIBRARY } from "../fraud/engine.js";
 
 /** The verification scripts, each called with the keys its file names at its top. */
 const HOLD_LIBRARY = new URL("./hold.lua", import.meta.url);
-const libraries = [WINDOW_LIBRARY, HOLD_LIBRARY, STREAM_LIBRARY, ROW_EVENTS_LIBRARY];
+const libraries = [WINDOW_LIBRARY, HOLD_LIBRARY, STREAM_LIBRARY, ROW_EVENTS_LIBRARY, FRAUD_LIBRARY];
 const file = (name: string) => new URL(`./${name}.lua`, import.meta.url);
 
 const AUTH = ["auth", "events", "hook", "pending"] as const;
 const MONEY = ["account", "spend"] as const;
+/** The fraud engine's keys (FraudSendKeys), its destination keys following as the tail `fraudDest`. */
+const FRAUD = ["fraudPolicy", "fraudAll", "fraudIndex", "fraudDecisions", "fraudSent"] as const;
 
 export const sendCode = defineScript({
   file: file("send-code"),
@@ -27,14 +30,17 @@ export const sendCode = defineScript({
     "holds",
     "hold",
     "target",
+    ...FRAUD,
   ],
+  rest: "fraudDest",
   argv: ["args"],
 });
 
 export const retryCode = defineScript({
   file: file("retry-code"),
   libraries,
-  keys: [...MONEY, "auth", "numberWindow", "accountWindow", "holds", "hold"],
+  keys: [...MONEY, "auth", "numberWindow", "accountWindow", "holds", "hold", ...FRAUD],
+  rest: "fraudDest",
   argv: ["args"],
 });
 

@@ -4,9 +4,11 @@
 -- webhook pending set, the windows (per number, IP, device, account), numbers per IP and per device,
 -- sends into the number's range, the customer's holds (sorted set by deadline), this send's hold,
 -- and the number's V2 target index (args.target: compared first, written when the send is pending).
--- ARGV[1]: JSON, see src/verify/store.ts (SendArgs). window.lua, hold.lua, stream.lua and
--- row-events.lua are prepended.
--- Returns {status[, the setting of the rule that refused it]}: pending | rate_limited |
+-- Then the fraud engine's keys (src/fraud/engine.ts, FraudSendKeys), its destinations last.
+-- ARGV[1]: JSON, see src/verify/store.ts (SendArgs). window.lua, hold.lua, stream.lua,
+-- row-events.lua and fraud/engine.lua are prepended.
+-- Returns {status, the setting of the rule that refused it or false, the fraud engine's action
+-- and rule or false (when a rule before it refused)}: pending | rate_limited |
 -- spam_detected, `raced` (see args.target), `stale` when run too late to answer the caller (nothing
 -- done); or {'refused', negative_balance | spending_limit_exceeded | suspended_account |
 -- account_invalid} (src/redis/script.ts).
@@ -26,6 +28,12 @@ local rangeKey = KEYS[13]
 local holdsKey = KEYS[14]
 local holdKey = KEYS[15]
 local targetKey = KEYS[16]
+local fraudPolicyKey = KEYS[17]
+local fraudAllKey = KEYS[18]
+local fraudIndexKey = KEYS[19]
+local fraudDecisionsKey = KEYS[20]
+local fraudSentKey = KEYS[21]
+local fraudDestKeys = { unpack(KEYS, 22) }
 local args = cjson.decode(ARGV[1])
 local now = args.now
 if hold_stale(args.hold) then return {'stale'} end
@@ -69,6 +77,16 @@ if status == 'pending' then
   elseif full(rangeKey, args.spam.range) then refused_by = 'SPAM_RANGE_BURST' end
   if refused_by then status = 'spam_detected' end
 end
+-- The fraud engine judges what the static rules let through (docs/fraud.md#how-it-decides).
+local fraud = nil
+if status == 'pending' then
+  fraud = fraud_judge({ policy = fraudPolicyKey, all = fraudAllKey, index = fraudIndexKey,
+    decisions = fraudDecisionsKey, sent = fraudSentKey, dests = fraudDestKeys }, args.fraud)
+  if fraud[1] == 'block' then
+    status = 'spam_detected'
+    refused_by = 'FRAUD_' .. string.upper(fraud[2])
+  end
+end
 
 if status == 'pending' then
   local balance = tonumber(account[2]) or 0
@@ -89,6 +107,7 @@ if status == 'pending' then
   if args.hasDevice then record(deviceNumbersKey, args.spam.deviceNumbers, args.phone) end
   record(rangeKey, args.spam.range, args.member)
   hold_record(holdsKey, holdKey, args.hold, args.price, args.member, 'send')
+  fraud_count(fraudAllKey, fraudIndexKey, fraudSentKey, fraudDestKeys, args.fraud, 'sent')
 end
 
 local fields = args.fields
@@ -116,4 +135,4 @@ end
 if type(args.target) == 'table' and status == 'pending' then
   redis.call('SET', targetKey, args.authUuid, 'PXAT', args.fields.expires_at_ms)
 end
-return {status, refused_by}
+return {status, refused_by or false, fraud and fraud[1] or false, fraud and fraud[2] or false}

@@ -128,6 +128,8 @@ export function verifyHandlers(engine: VerifyEngine): Handlers<typeof VerifyServ
           "duplicated_feedback_status",
         );
       }
+      // A number onboarded by the customer converts its last code, as a right code does.
+      if (status === "onboarded") await engine.converted("v1", account.customerUuid, phone.e164);
       return { uuid };
     },
   };

@@ -1,3 +1,4 @@
+import type { FraudAction, FraudArgs, FraudDecision, FraudRule, FraudSendKeys } from "../fraud/engine.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
@@ -25,6 +26,8 @@ export type { Hold } from "./hold-store.js";
 /** What the send script needs; see send-code.lua. */
 export interface SendArgs {
   now: number;
+  /** The fraud engine's arguments for this send (src/fraud/engine.lua). */
+  fraud: FraudArgs;
   authUuid: string;
   phone: string;
   member: string;
@@ -97,26 +100,42 @@ export class VerifyStore extends HoldStore {
     place: SendPlace,
     args: SendArgs,
     hold: HoldArgs & { id: string },
+    fraud: FraudSendKeys,
   ): Promise<{
     status: "pending" | "rate_limited" | "spam_detected" | "stale" | "raced";
     refusedBy?: string;
+    /** The fraud engine's decision, when it judged the send (no rule before it refused). */
+    fraud?: Pick<FraudDecision, "action" | "rule">;
   }> {
     const keys = {
       ...this.keys.place(place),
       holds: this.keys.holds(place.customer),
       hold: this.keys.hold(place.customer, hold.id),
       target: this.keys.target(place.customer, place.phone),
+      ...fraudKeys(fraud),
     };
     const release = JSON.stringify(this.releaseKeys(place, "send"));
     const { authentication, ...rest } = args;
     const fields = encodeRow(authentication);
-    const [status, refusedBy] = (await this.listed(place, hold, "send", () =>
-      scripts.sendCode.run(this.redis, keys, {
-        args: JSON.stringify({ ...rest, fields, hold: { ...hold, release } }),
-      }),
-    )) as ["pending" | "rate_limited" | "spam_detected" | "stale" | "raced", string?];
+    const [status, refusedBy, action, rule] = (await this.listed(place, hold, "send", () =>
+      scripts.sendCode.run(
+        this.redis,
+        keys,
+        { args: JSON.stringify({ ...rest, fields, hold: { ...hold, release } }) },
+        fraud.dests,
+      ),
+    )) as [
+      "pending" | "rate_limited" | "spam_detected" | "stale" | "raced",
+      string?,
+      FraudAction?,
+      FraudRule?,
+    ];
     // A replayed send answers its stored status alone: its refusal was counted when it ran.
-    return refusedBy === undefined ? { status } : { status, refusedBy };
+    return {
+      status,
+      ...(typeof refusedBy === "string" ? { refusedBy } : {}),
+      ...(typeof action === "string" && typeof rule === "string" ? { fraud: { action, rule } } : {}),
+    };
   }
 
   async check(
@@ -133,7 +152,7 @@ export class VerifyStore extends HoldStore {
         | (Record<"valid" | "invalid", CorrelatedEnvelope> & { compact: Record<"valid" | "invalid", string> })
         | undefined;
     },
-  ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean }> {
+  ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean; phone?: string }> {
     const k = this.authKeys(customer, auth);
     const { events, ...rest } = args;
     return checkCode(
@@ -160,14 +179,18 @@ export class VerifyStore extends HoldStore {
       price: number;
       member: string;
       limits: { number: Window | null; account: Window | null };
+      fraud: FraudArgs;
     },
     hold: HoldArgs & { id: string },
+    fraud: FraudSendKeys,
   ): Promise<{
     status: RetryStatus | "not_found" | "stale";
     retries: number;
     nextRetryAtMs: number;
     /** The setting of the rule that refused the retry, when one did. */
     refusedBy?: string;
+    /** The fraud engine's decision, when it judged the retry. */
+    fraud?: Pick<FraudDecision, "action" | "rule">;
   }> {
     const k = this.keys.place(place);
     const keys = {
@@ -178,16 +201,24 @@ export class VerifyStore extends HoldStore {
       accountWindow: k.accountWindow,
       holds: this.keys.holds(place.customer),
       hold: this.keys.hold(place.customer, hold.id),
+      ...fraudKeys(fraud),
     };
     const release = JSON.stringify(this.releaseKeys(place, "retry"));
-    const [status, retries, next, refusedBy] = (await this.listed(place, hold, "retry", () =>
-      scripts.retryCode.run(this.redis, keys, {
-        args: JSON.stringify({ ...args, hold: { ...hold, release } }),
-      }),
-    )) as [RetryStatus | "not_found" | "stale", number, number, string?];
-    return refusedBy === undefined
-      ? { status, retries, nextRetryAtMs: next }
-      : { status, retries, nextRetryAtMs: next, refusedBy };
+    const [status, retries, next, refusedBy, action, rule] = (await this.listed(place, hold, "retry", () =>
+      scripts.retryCode.run(
+        this.redis,
+        keys,
+        { args: JSON.stringify({ ...args, hold: { ...hold, release } }) },
+        fraud.dests,
+      ),
+    )) as [RetryStatus | "not_found" | "stale", number, number, string?, FraudAction?, FraudRule?];
+    return {
+      status,
+      retries,
+      nextRetryAtMs: next,
+      ...(typeof refusedBy === "string" ? { refusedBy } : {}),
+      ...(typeof action === "string" && typeof rule === "string" ? { fraud: { action, rule } } : {}),
+    };
   }
 
   /**
@@ -282,4 +313,15 @@ export class VerifyStore extends HoldStore {
     )) as ["recorded" | "repeat"];
     return saved === "recorded";
   }
+}
+
+/** The fraud engine's keys by the names the send and retry scripts give them. */
+function fraudKeys(k: FraudSendKeys) {
+  return {
+    fraudPolicy: k.policy,
+    fraudAll: k.all,
+    fraudIndex: k.index,
+    fraudDecisions: k.decisions,
+    fraudSent: k.sent,
+  };
 }

@@ -17,6 +17,8 @@ import { testRedisUrl } from "../support/hooks.js";
 import { rest } from "../support/rest.js";
 
 const PRICE = 50_000;
+/** What the fraud engine reads of a number's network: none, so its country and prefix count. */
+const NO_NETWORK = { mcc: "", mnc: "", carrier: "" };
 
 describe("V1 send holds (reserve, commit, release, recovery)", () => {
   let app: TestApp;
@@ -82,8 +84,10 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       reference: `${auth}.1`,
     };
     const event = JSON.stringify({ id: randomUUID(), type: "authentication", created_at: "", payload: {} });
+    const destination = app.registry.fraud.destination({ e164: phone, countryCode: "FR" }, NO_NETWORK);
     const args: SendArgs = {
       now,
+      fraud: app.registry.fraud.args("v1", destination, now),
       authUuid: auth,
       phone,
       member: `${auth}:1`,
@@ -126,7 +130,12 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       sealed: app.registry.secrets.encrypt(JSON.stringify(message)),
       owner: "test",
     };
-    const { status } = await store.send(place, args, held);
+    const { status } = await store.send(
+      place,
+      args,
+      held,
+      app.registry.fraud.sendKeys(customer, destination),
+    );
     return { status, place, message, held, hold: store.holdOf(place, message.reference, "send") };
   }
 
@@ -159,21 +168,28 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
         price: PRICE,
         member: `${place.auth}:${String(attempt)}`,
         limits: { number: null, account: null },
+        fraud: app.registry.fraud.args("v1", retryDestination(place), now),
       },
       held,
+      app.registry.fraud.sendKeys(customer, retryDestination(place)),
     );
     return { ...r, message, hold: store.holdOf(place, message.reference, "retry") };
   }
 
-  /** What a check of `codeHash` answers now (it counts as one check). */
-  const checkHash = (auth: string, codeHash: string) =>
-    app.registry.verify.check(customer, auth, {
+  const retryDestination = (place: SendPlace) =>
+    app.registry.fraud.destination({ e164: place.phone, countryCode: "FR" }, NO_NETWORK);
+
+  /** What a check of `codeHash` answers now (it counts as one check), less the number of a right one. */
+  const checkHash = async (auth: string, codeHash: string) => {
+    const { status, hooked } = await app.registry.verify.check(customer, auth, {
       now: Date.now(),
       codeHash,
       maxChecks: 10,
       api: "v1",
       events: undefined,
     });
+    return { status, hooked };
+  };
 
   /**
    * A store on a connection of its own whose commands pass through `gate` first: when it answers

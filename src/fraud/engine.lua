@@ -1,0 +1,169 @@
+-- The fraud engine (docs/fraud.md#how-it-decides), prepended to every script that sends a code.
+-- Keys are the tenant's (one hash tag): its policy hash, its `all` counters, its destinations
+-- index, its decision stream, the number's last-send record, and one counters hash per
+-- destination (country, network when known, prefix). `f` is FraudArgs (src/fraud/engine.ts):
+-- now, api, country, network, prefix, masked, candidates (policy fields of the number's trusted
+-- prefixes), dests (destination ids, in the order of the keys) and rules.
+
+-- The counters of one slot: '<stamp>,<sent>,<verified>,<blocked>', zero when the stamp is old.
+local function fraud_slot(raw, stamp)
+  if not raw then return 0, 0, 0 end
+  local at, s, v, b = string.match(raw, '^(%d+),(%d+),(%d+),(%d+)$')
+  if tonumber(at) ~= stamp then return 0, 0, 0 end
+  return tonumber(s), tonumber(v), tonumber(b)
+end
+
+local function fraud_clock(f)
+  local r = f.rules
+  local slice = math.floor(f.now / r.sliceMs)
+  local day = math.floor(f.now / 86400000)
+  return slice, day
+end
+
+-- What a destination did: over the window, its sends and their conversions, the same for the
+-- sends old enough to have converted (past the grace), and its busiest day of conversions.
+local function fraud_read(key, f)
+  local r = f.rules
+  local slice, day = fraud_clock(f)
+  local fields = {}
+  for i = 0, r.slices - 1 do fields[#fields + 1] = 'w' .. i end
+  for j = 0, r.days do fields[#fields + 1] = 'd' .. j end
+  local raw = redis.call('HMGET', key, unpack(fields))
+  local st = { sent = 0, verified = 0, maturedSent = 0, maturedVerified = 0, busiest = 0 }
+  for k = 0, r.slices - 1 do
+    local stamp = slice - k
+    local s, v = fraud_slot(raw[(stamp % r.slices) + 1], stamp)
+    st.sent = st.sent + s
+    st.verified = st.verified + v
+    if (stamp + 1) * r.sliceMs <= f.now - r.graceMs then
+      st.maturedSent = st.maturedSent + s
+      st.maturedVerified = st.maturedVerified + v
+    end
+  end
+  for k = 0, r.days - 1 do
+    local stamp = day - k
+    local _, v = fraud_slot(raw[r.slices + (stamp % (r.days + 1)) + 1], stamp)
+    if v > st.busiest then st.busiest = v end
+  end
+  return st
+end
+
+-- The tenant's conversion over the baseline days; nil while it has too few sends to say.
+local function fraud_tenant_conversion(allKey, f)
+  local r = f.rules
+  local _, day = fraud_clock(f)
+  local fields = {}
+  for j = 0, r.days do fields[#fields + 1] = 'd' .. j end
+  local raw = redis.call('HMGET', allKey, unpack(fields))
+  local sent, verified = 0, 0
+  for k = 0, r.days - 1 do
+    local stamp = day - k
+    local s, v = fraud_slot(raw[(stamp % (r.days + 1)) + 1], stamp)
+    sent = sent + s
+    verified = verified + v
+  end
+  if sent < r.minSends then return nil end
+  return verified / sent
+end
+
+local function fraud_label(dest)
+  local kind, id = string.match(dest, '^(%a):(.*)$')
+  if kind == 'c' then return 'country ' .. id end
+  if kind == 'n' then return 'network ' .. id end
+  if kind == 'p' then return 'prefix ' .. id end
+  return dest
+end
+
+-- The engine's decision: {action, rule, detail}, action 'allow', 'block' or 'would_block'.
+local function fraud_decide(policyKey, allKey, destKeys, f)
+  local r = f.rules
+  local policy = redis.call('HMGET', policyKey, 'mode', 'g:' .. f.country, unpack(f.candidates))
+  local mode = policy[1] or 'enforce'
+  if mode == 'off' then return { 'allow', 'none', 'mode off' } end
+  local function verdict(rule, detail)
+    return { mode == 'shadow' and 'would_block' or 'block', rule, detail }
+  end
+  local geo = policy[2] or 'allow'
+  if geo == 'block' then return verdict('geo', 'country ' .. f.country .. ' is blocked') end
+  if geo == 'trust' then return { 'allow', 'none', 'country ' .. f.country .. ' is trusted' } end
+  for i = 3, #policy do
+    if policy[i] then return { 'allow', 'none', string.sub(f.candidates[i - 2], 3) .. ' is trusted' } end
+  end
+  local tenant = false
+  for i, key in ipairs(destKeys) do
+    local st = fraud_read(key, f)
+    local bound = r.newSends + r.share * st.busiest + r.credit * st.verified
+    if st.sent >= bound then
+      return verdict('destination_surge', string.format(
+        '%s: %d sent, %d verified in the last %d s; allowed %d', fraud_label(f.dests[i]), st.sent,
+        st.verified, r.windowSeconds, math.floor(bound)))
+    end
+    if st.maturedSent >= r.minSends then
+      if tenant == false then tenant = fraud_tenant_conversion(allKey, f) end
+      local conversion = st.maturedVerified / st.maturedSent
+      if tenant ~= nil and conversion < r.drop * tenant then
+        return verdict('conversion_drop', string.format(
+          '%s: conversion %.2f over %d sends, the tenant converts %.2f', fraud_label(f.dests[i]),
+          conversion, st.maturedSent, tenant))
+      end
+    end
+  end
+  return { 'allow', 'none', '' }
+end
+
+-- Adds one to a slot's counter (2 sent, 3 verified, 4 blocked) of the slice and the day given.
+local function fraud_bump(key, f, slice, day, column)
+  local r = f.rules
+  local fw, fd = 'w' .. (slice % r.slices), 'd' .. (day % (r.days + 1))
+  local raw = redis.call('HMGET', key, fw, fd)
+  local function bumped(value, stamp)
+    local c = { stamp, 0, 0, 0 }
+    local at, s, v, b = string.match(value or '', '^(%d+),(%d+),(%d+),(%d+)$')
+    -- A later slice or day took the slot: an earlier one's count has nowhere to go.
+    if at and tonumber(at) > stamp then return value end
+    if tonumber(at) == stamp then c = { stamp, tonumber(s), tonumber(v), tonumber(b) } end
+    c[column] = c[column] + 1
+    return table.concat(c, ',')
+  end
+  redis.call('HSET', key, fw, bumped(raw[1], slice), fd, bumped(raw[2], day))
+end
+
+-- Counts a send the engine let through ('sent') or refused ('blocked'), keeps its destinations
+-- listed, and, for a sent message, remembers where it went so its conversion counts there.
+local function fraud_count(allKey, destsKey, sentKey, destKeys, f, outcome)
+  local r = f.rules
+  local slice, day = fraud_clock(f)
+  local column = outcome == 'sent' and 2 or 4
+  local keepMs = (r.days + 1) * 86400000
+  for i, key in ipairs(destKeys) do
+    fraud_bump(key, f, slice, day, column)
+    redis.call('PEXPIRE', key, keepMs)
+    if redis.call('ZADD', destsKey, day, f.dests[i]) == 1 then
+      redis.call('ZREMRANGEBYSCORE', destsKey, '-inf', day - r.days - 1)
+    end
+  end
+  redis.call('PEXPIRE', destsKey, keepMs)
+  fraud_bump(allKey, f, slice, day, column)
+  redis.call('PEXPIRE', allKey, keepMs)
+  if outcome == 'sent' then
+    redis.call('SET', sentKey, slice .. '|' .. day, 'PX', r.windowSeconds * 1000)
+  end
+end
+
+-- Keeps a block or would_block (30 days, at most decisionsMax per tenant).
+local function fraud_record(decisionsKey, f, decision)
+  redis.call('XADD', decisionsKey, 'MAXLEN', '~', f.rules.decisionsMax, '*',
+    'created_at', f.now, 'api', f.api, 'country', f.country, 'network', f.network, 'prefix', f.prefix,
+    'phone_number', f.masked, 'action', decision[1], 'rule', decision[2], 'detail', decision[3])
+  redis.call('XTRIM', decisionsKey, 'MINID', '~', tostring(f.now - 30 * 86400000))
+  redis.call('PEXPIRE', decisionsKey, 30 * 86400000)
+end
+
+-- One send through the engine: decides, records a block or would_block, counts the outcome
+-- ('sent' is counted by the caller once it sends: fraud_count). Returns the decision.
+local function fraud_judge(k, f)
+  local decision = fraud_decide(k.policy, k.all, k.dests, f)
+  if decision[1] ~= 'allow' then fraud_record(k.decisions, f, decision) end
+  if decision[1] == 'block' then fraud_count(k.all, k.index, k.sent, k.dests, f, 'blocked') end
+  return decision
+end

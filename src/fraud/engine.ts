@@ -1,0 +1,274 @@
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import { errorMessage } from "../log.js";
+import type { NumberFacts, ParsedNumber } from "../lookup/numbers.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
+import { FraudKeys } from "./keys.js";
+
+/** The APIs whose sends the engine judges (decision records' `api`, the metrics' label). */
+export const FRAUD_APIS = ["v1", "v2", "session"] as const;
+export type FraudApi = (typeof FRAUD_APIS)[number];
+/** What the engine answers a send. */
+export const FRAUD_ACTIONS = ["allow", "block", "would_block"] as const;
+export type FraudAction = (typeof FRAUD_ACTIONS)[number];
+/** Why: `none` for an allowed send, else the rule that refused it (docs/fraud.md#how-it-decides). */
+export const FRAUD_RULES = ["none", "geo", "destination_surge", "conversion_drop"] as const;
+export type FraudRule = (typeof FRAUD_RULES)[number];
+/** A tenant's mode: `enforce` (the default), `shadow` (records `would_block`, blocks nothing), `off`. */
+export const FRAUD_MODES = ["enforce", "shadow", "off"] as const;
+export type FraudMode = (typeof FRAUD_MODES)[number];
+/** A tenant's permission for one country. */
+export const GEO_PERMISSIONS = ["allow", "block", "trust"] as const;
+export type GeoPermission = (typeof GEO_PERMISSIONS)[number];
+
+/** The country id of numbers outside any country (+800, +881, ...), as libphonenumber names it. */
+export const NON_GEOGRAPHIC = "001";
+
+export const FRAUD_LIBRARY = new URL("./engine.lua", import.meta.url);
+
+/** Decides, records and counts one send on its own (session codes, simulate). */
+export const judgeScript = defineScript({
+  file: new URL("./judge.lua", import.meta.url),
+  libraries: [FRAUD_LIBRARY],
+  keys: ["policy", "all", "index", "decisions", "sent"],
+  rest: "dest",
+  argv: ["f"],
+});
+
+/** Counts the conversion of the last send to a number. */
+export const convertScript = defineScript({
+  file: new URL("./convert.lua", import.meta.url),
+  libraries: [FRAUD_LIBRARY],
+  keys: ["sent", "all"],
+  rest: "dest",
+  argv: ["f"],
+});
+
+/** Where a send goes, as the engine counts it. */
+export interface Destination {
+  /** ISO 3166 alpha-2, or 001 outside any country. */
+  country: string;
+  /** `<mcc>-<mnc>` or the carrier's name as the lookup knows it; '' when it knows neither. */
+  network: string;
+  /** `+` and the first FRAUD_PREFIX_DIGITS digits. */
+  prefix: string;
+  /** The destination ids counted: `c:<country>`, `n:<network>` (when known), `p:<prefix>`. */
+  dests: string[];
+  /** The number as decision records show it: `+3361234**78`. */
+  masked: string;
+  e164: string;
+}
+
+/** The number with the two digits before its last two starred: `+33612345678` -> `+3361234**78`. */
+export function maskNumber(e164: string): string {
+  return `${e164.slice(0, -4)}**${e164.slice(-2)}`;
+}
+
+/** The network id of a number: its MCC and MNC, else its carrier's name, else ''. */
+export function networkOf(facts: Pick<NumberFacts, "mcc" | "mnc" | "carrier">): string {
+  if (facts.mcc !== "" && facts.mnc !== "") return `${facts.mcc}-${facts.mnc}`;
+  return facts.carrier.trim().toLowerCase().replace(/\s+/g, "-");
+}
+
+export function destinationOf(
+  phone: Pick<ParsedNumber, "e164" | "countryCode">,
+  facts: Pick<NumberFacts, "mcc" | "mnc" | "carrier">,
+  prefixDigits: number,
+): Destination {
+  const country = phone.countryCode === "" ? NON_GEOGRAPHIC : phone.countryCode;
+  const network = networkOf(facts);
+  const prefix = phone.e164.slice(0, prefixDigits + 1);
+  return {
+    country,
+    network,
+    prefix,
+    dests: [`c:${country}`, ...(network === "" ? [] : [`n:${network}`]), `p:${prefix}`],
+    masked: maskNumber(phone.e164),
+    e164: phone.e164,
+  };
+}
+
+/** The rules' numbers as engine.lua reads them. */
+export interface FraudRules {
+  windowSeconds: number;
+  slices: number;
+  sliceMs: number;
+  days: number;
+  newSends: number;
+  share: number;
+  credit: number;
+  graceMs: number;
+  minSends: number;
+  drop: number;
+  decisionsMax: number;
+}
+
+/** The window is counted in 12 slices. */
+export const WINDOW_SLICES = 12;
+
+export function fraudRules(config: FraudSettings): FraudRules {
+  return {
+    windowSeconds: config.FRAUD_WINDOW_SECONDS,
+    slices: WINDOW_SLICES,
+    sliceMs: (config.FRAUD_WINDOW_SECONDS * 1000) / WINDOW_SLICES,
+    days: config.FRAUD_BASELINE_DAYS,
+    newSends: config.FRAUD_NEW_DESTINATION_SENDS,
+    share: config.FRAUD_BASELINE_SHARE,
+    credit: config.FRAUD_CONVERSION_CREDIT,
+    graceMs: config.FRAUD_GRACE_SECONDS * 1000,
+    minSends: config.FRAUD_CONVERSION_MIN_SENDS,
+    drop: config.FRAUD_CONVERSION_DROP,
+    decisionsMax: config.FRAUD_DECISIONS_MAX,
+  };
+}
+
+export type FraudSettings = Pick<
+  Config,
+  | "FRAUD_WINDOW_SECONDS"
+  | "FRAUD_NEW_DESTINATION_SENDS"
+  | "FRAUD_BASELINE_DAYS"
+  | "FRAUD_BASELINE_SHARE"
+  | "FRAUD_CONVERSION_CREDIT"
+  | "FRAUD_GRACE_SECONDS"
+  | "FRAUD_CONVERSION_MIN_SENDS"
+  | "FRAUD_CONVERSION_DROP"
+  | "FRAUD_PREFIX_DIGITS"
+  | "FRAUD_DECISIONS_MAX"
+>;
+
+/** What engine.lua takes for one send (`f` in its functions). */
+export interface FraudArgs {
+  now: number;
+  api: FraudApi;
+  country: string;
+  network: string;
+  prefix: string;
+  masked: string;
+  /** The policy fields naming the number and each of its prefixes as trusted. */
+  candidates: string[];
+  dests: string[];
+  rules: FraudRules;
+}
+
+/** The keys a send through the engine names, in the order the scripts declare them. */
+export interface FraudSendKeys {
+  policy: string;
+  all: string;
+  index: string;
+  decisions: string;
+  sent: string;
+  dests: string[];
+}
+
+/** The engine's answer to one send. */
+export interface FraudDecision {
+  action: FraudAction;
+  rule: FraudRule;
+  detail: string;
+}
+
+/** The setting-like name a block is counted under in ringfence_abuse_refusals_total. */
+export function refusalName(rule: FraudRule): string {
+  return `FRAUD_${rule.toUpperCase()}`;
+}
+
+/**
+ * The engine's side of every code-carrying send: the keys and arguments the send scripts take, the
+ * judge for sends that are not verification scripts (session codes), conversions, and metrics.
+ */
+export class FraudEngine {
+  readonly keys: FraudKeys;
+  readonly rules: FraudRules;
+
+  constructor(
+    private readonly deps: {
+      redis: RedisClient;
+      keys: import("../redis/client.js").Keys;
+      config: FraudSettings;
+      metrics?: Metrics;
+      log?: Logger;
+    },
+  ) {
+    this.keys = new FraudKeys(deps.keys);
+    this.rules = fraudRules(deps.config);
+  }
+
+  destination(
+    phone: Pick<ParsedNumber, "e164" | "countryCode">,
+    facts: Pick<NumberFacts, "mcc" | "mnc" | "carrier">,
+  ): Destination {
+    return destinationOf(phone, facts, this.deps.config.FRAUD_PREFIX_DIGITS);
+  }
+
+  sendKeys(tenant: string, d: Destination): FraudSendKeys {
+    const k = this.keys;
+    return {
+      policy: k.policy(tenant),
+      all: k.counters(tenant, "all"),
+      index: k.index(tenant),
+      decisions: k.decisions(tenant),
+      sent: k.sent(tenant, d.e164),
+      dests: d.dests.map((id) => k.counters(tenant, id)),
+    };
+  }
+
+  args(api: FraudApi, d: Destination, now: number): FraudArgs {
+    const digits = d.e164.slice(1);
+    const candidates: string[] = [];
+    for (let n = 1; n <= digits.length; n++) candidates.push(`t:+${digits.slice(0, n)}`);
+    return {
+      now,
+      api,
+      country: d.country,
+      network: d.network,
+      prefix: d.prefix,
+      masked: d.masked,
+      candidates,
+      dests: d.dests,
+      rules: this.rules,
+    };
+  }
+
+  /** One send judged on its own (session login and step-up codes): counted as sent unless blocked. */
+  async judge(api: FraudApi, tenant: string, d: Destination, now = Date.now()): Promise<FraudDecision> {
+    const k = this.sendKeys(tenant, d);
+    const reply = (await judgeScript.run(
+      this.deps.redis,
+      { policy: k.policy, all: k.all, index: k.index, decisions: k.decisions, sent: k.sent },
+      { f: JSON.stringify(this.args(api, d, now)) },
+      k.dests,
+    )) as [FraudAction, FraudRule, string];
+    const decision = { action: reply[0], rule: reply[1], detail: reply[2] };
+    this.noted(api, decision, d.country);
+    return decision;
+  }
+
+  /** Counts a decision a send script made. */
+  noted(api: FraudApi, decision: Pick<FraudDecision, "action" | "rule">, country: string): void {
+    this.deps.metrics?.fraudDecision(api, decision.action, decision.rule, country);
+  }
+
+  /**
+   * The conversion of the last send to the number (a right code, V1 feedback `onboarded`). A
+   * failure here is logged, not answered: the check itself has succeeded.
+   */
+  async converted(api: FraudApi, tenant: string, d: Destination, now = Date.now()): Promise<boolean> {
+    const k = this.sendKeys(tenant, d);
+    try {
+      const reply = (await convertScript.run(
+        this.deps.redis,
+        { sent: k.sent, all: k.all },
+        { f: JSON.stringify({ now, rules: this.rules }) },
+        k.dests,
+      )) as [string];
+      if (reply[0] !== "converted") return false;
+      this.deps.metrics?.verified(api, d.country);
+      return true;
+    } catch (err) {
+      this.deps.log?.warn("a conversion was not counted", { error: errorMessage(err) });
+      return false;
+    }
+  }
+}

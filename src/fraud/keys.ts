@@ -1,0 +1,31 @@
+import type { Keys } from "../redis/client.js";
+
+/** Every key of the fraud engine, all under the tenant's hash tag (docs/fraud.md#what-redis-keeps). */
+export class FraudKeys {
+  constructor(private readonly keys: Keys) {}
+
+  /** The tenant's mode, geo permissions and trusted numbers and prefixes. */
+  policy(tenant: string): string {
+    return this.keys.key("fraud", tenant, "policy");
+  }
+
+  /** The counters of one destination (`c:FR`, `n:208-15`, `p:+336123`) or of the tenant (`all`). */
+  counters(tenant: string, dest: string): string {
+    return this.keys.key("fraud", tenant, "d", dest);
+  }
+
+  /** The tenant's destinations, scored by the UTC day of their last send. */
+  index(tenant: string): string {
+    return this.keys.key("fraud", tenant, "dests");
+  }
+
+  /** The tenant's decision records (a stream). */
+  decisions(tenant: string): string {
+    return this.keys.key("fraud", tenant, "decisions");
+  }
+
+  /** Where the last message to a number went, for its conversion. */
+  sent(tenant: string, e164: string): string {
+    return this.keys.key("fraud", tenant, "sent", e164);
+  }
+}
