@@ -25,7 +25,7 @@ import { announceChange, WatchedCache } from "../../redis/watched-cache.js";
 export interface SigningKey {
   kid: string;
   alg: "ES256";
-  /** Not extractable; signed with through node:crypto on its thread pool (see compactJws). */
+  /** Not extractable; signed with synchronously through node:crypto (see compactJws). */
   privateKey: CryptoKey;
   publicJwk: PublicJwk;
 }
@@ -303,27 +303,21 @@ export async function signAccessToken(
 
 /**
  * A JWS in compact serialization (RFC 7515 section 7.1) signed with ES256: the signature is R || S,
- * 64 bytes (RFC 7518 section 3.4), as any JOSE library verifies it. node:crypto signs on libuv's
- * thread pool when given a callback, so the event loop goes on serving other calls meanwhile.
+ * 64 bytes (RFC 7518 section 3.4), as any JOSE library verifies it. One synchronous call to
+ * node:crypto, where a WebCrypto sign costs a job and a promise per token.
  */
 export function compactJws(
   header: { alg: "ES256" } & Record<string, unknown>,
   payload: object,
   key: CryptoKey,
-): Promise<string> {
+): string {
   const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`;
-  return new Promise((resolve, reject) => {
-    // node:crypto takes a CryptoKey where its typings name only KeyObject (nodejs.org/api/crypto.html#cryptosignalgorithm-data-key-callback).
-    sign(
-      "sha256",
-      Buffer.from(input),
-      { key: key as unknown as KeyObject, dsaEncoding: "ieee-p1363" },
-      (err, signature) => {
-        if (err !== null) reject(err);
-        else resolve(`${input}.${signature.toString("base64url")}`);
-      },
-    );
+  // node:crypto takes a CryptoKey where its typings name only KeyObject (nodejs.org/api/crypto.html#cryptosignalgorithm-data-key-callback).
+  const signature = sign("sha256", Buffer.from(input), {
+    key: key as unknown as KeyObject,
+    dsaEncoding: "ieee-p1363",
   });
+  return `${input}.${signature.toString("base64url")}`;
 }
 
 function base64url(text: string): string {
