@@ -29,6 +29,9 @@ local function fraud_read(key, f)
   for i = 0, r.slices - 1 do fields[#fields + 1] = 'w' .. i end
   for j = 0, r.days do fields[#fields + 1] = 'd' .. j end
   local raw = redis.call('HMGET', key, unpack(fields))
+  -- Kept for fraud_bump, which then writes the slots without reading them again.
+  f.read = f.read or {}
+  f.read[key] = { raw[(slice % r.slices) + 1], raw[r.slices + (day % (r.days + 1)) + 1] }
   local st = { sent = 0, verified = 0, maturedSent = 0, maturedVerified = 0, busiest = 0 }
   for k = 0, r.slices - 1 do
     local stamp = slice - k
@@ -112,10 +115,13 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
 end
 
 -- Adds one to a slot's counter (2 sent, 3 verified, 4 blocked) of the slice and the day given.
+-- Answers whether the day's slot was new (the key's first write of that day).
 local function fraud_bump(key, f, slice, day, column)
   local r = f.rules
   local fw, fd = 'w' .. (slice % r.slices), 'd' .. (day % (r.days + 1))
-  local raw = redis.call('HMGET', key, fw, fd)
+  local known = f.read and f.read[key]
+  local raw = known or redis.call('HMGET', key, fw, fd)
+  local firstOfDay = not string.match(raw[2] or '', '^' .. day .. ',')
   local function bumped(value, stamp)
     local c = { stamp, 0, 0, 0 }
     local at, s, v, b = string.match(value or '', '^(%d+),(%d+),(%d+),(%d+)$')
@@ -125,7 +131,10 @@ local function fraud_bump(key, f, slice, day, column)
     c[column] = c[column] + 1
     return table.concat(c, ',')
   end
-  redis.call('HSET', key, fw, bumped(raw[1], slice), fd, bumped(raw[2], day))
+  local w, d = bumped(raw[1], slice), bumped(raw[2], day)
+  redis.call('HSET', key, fw, w, fd, d)
+  if known then f.read[key] = { w, d } end
+  return firstOfDay
 end
 
 -- Counts a send the engine let through ('sent') or refused ('blocked'), keeps its destinations
@@ -134,17 +143,21 @@ local function fraud_count(allKey, destsKey, sentKey, destKeys, f, outcome)
   local r = f.rules
   local slice, day = fraud_clock(f)
   local column = outcome == 'sent' and 2 or 4
-  local keepMs = (r.days + 1) * 86400000
+  -- Expiry and the index are renewed on a key's first write of each day only: a key written
+  -- today lives the baseline and two days more, whatever the hour.
+  local keepMs = (r.days + 2) * 86400000
+  local renewed = false
   for i, key in ipairs(destKeys) do
-    fraud_bump(key, f, slice, day, column)
-    redis.call('PEXPIRE', key, keepMs)
-    if redis.call('ZADD', destsKey, day, f.dests[i]) == 1 then
-      redis.call('ZREMRANGEBYSCORE', destsKey, '-inf', day - r.days - 1)
+    if fraud_bump(key, f, slice, day, column) then
+      redis.call('PEXPIRE', key, keepMs)
+      if redis.call('ZADD', destsKey, day, f.dests[i]) == 1 then
+        redis.call('ZREMRANGEBYSCORE', destsKey, '-inf', day - r.days - 2)
+      end
+      renewed = true
     end
   end
-  redis.call('PEXPIRE', destsKey, keepMs)
-  fraud_bump(allKey, f, slice, day, column)
-  redis.call('PEXPIRE', allKey, keepMs)
+  if renewed then redis.call('PEXPIRE', destsKey, keepMs) end
+  if fraud_bump(allKey, f, slice, day, column) then redis.call('PEXPIRE', allKey, keepMs) end
   if outcome == 'sent' then
     redis.call('SET', sentKey, slice .. '|' .. day, 'PX', r.windowSeconds * 1000)
   end
