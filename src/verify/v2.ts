@@ -196,6 +196,10 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
             // Too soon, or out of retries: the running verification and its code stay.
             return answer(indexed, "blocked", auth.correlationId, "repeated_attempts");
           }
+          // The fraud engine refused the new message: the running verification and its code stay
+          // (a new verification would be judged, counted and recorded a second time).
+          if (r?.status === "spam_detected")
+            return answer(indexed, "blocked", auth.correlationId, "suspicious");
           // Expired, checked or gone between the read and the retry: a new verification starts.
         }
 
