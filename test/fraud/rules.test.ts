@@ -165,6 +165,34 @@ describe("fraud engine: adaptive rules over REST (docs/fraud.md#how-it-decides)"
     expect((await c.v2Create(frNumber("bouygues", 4000))).body.status).to.equal("success");
   });
 
+  it("counts decisions, sends and conversions in /metrics by api, action, rule and country", async function () {
+    this.timeout(30_000);
+    const c = await rig.account("Metrics");
+    const before = await rig.metrics();
+    const sent = await unconverted(c, "bouygues", 5000, 9);
+    const v2Phone = frNumber("bouygues", 5009);
+    expect((await c.v2Create(v2Phone)).body.status).to.equal("success");
+    expect((await c.v1Send(frNumber("bouygues", 5010))).body.status).to.equal("spam_detected");
+    expect((await c.v1Send(frNumber("bouygues", 5011))).body.status).to.equal("spam_detected");
+    expect((await c.v2Create(frNumber("bouygues", 5012))).body.status).to.equal("blocked");
+    const first = sent[0];
+    if (first === undefined) throw new Error("no send");
+    expect((await c.v1Check(first.auth, await rig.codeTo(first.phone))).body.status).to.equal("valid");
+    expect((await c.v2Check(v2Phone, await rig.codeTo(v2Phone))).body.status).to.equal("success");
+    const after = await rig.metrics();
+    const delta = (name: string, labels: Record<string, string>) =>
+      sample(after, name, labels) - sample(before, name, labels);
+    const decided = "ringfence_fraud_decisions_total";
+    expect(delta(decided, { api: "v1", action: "allow", rule: "none" })).to.equal(9);
+    expect(delta(decided, { api: "v2", action: "allow", rule: "none" })).to.equal(1);
+    expect(delta(decided, { api: "v1", action: "block", rule: "destination_surge" })).to.equal(2);
+    expect(delta(decided, { api: "v2", action: "block", rule: "destination_surge" })).to.equal(1);
+    expect(delta("ringfence_verifications_sent_total", { api: "v1", country: "FR" })).to.equal(9);
+    expect(delta("ringfence_verifications_sent_total", { api: "v2", country: "FR" })).to.equal(1);
+    expect(delta("ringfence_verifications_verified_total", { api: "v1", country: "FR" })).to.equal(1);
+    expect(delta("ringfence_verifications_verified_total", { api: "v2", country: "FR" })).to.equal(1);
+  });
+
   it("names every rule and action of the engine in a decision or metric of these tests", () => {
     // geo and would_block: test/fraud/judge.test.ts; the others above and in conversion_drop below.
     expect(FRAUD_RULES).to.include.members(["none", "geo", "destination_surge", "conversion_drop"]);
