@@ -1,0 +1,104 @@
+import { randomUUID } from "node:crypto";
+import { expect } from "chai";
+import { destinationOf, type Destination } from "../../src/fraud/engine.js";
+import type { RedisClient } from "../../src/redis/client.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { FRAUD_DEFAULTS } from "../support/fraud.js";
+import { keysUnder } from "../support/redis.js";
+
+const DAY = 86_400_000;
+/** The bounds docs/fraud.md#what-redis-keeps promises (the measures there, with some room). */
+const DESTINATION_BYTES_FULL = 700;
+const DESTINATIONS_10K_BYTES = 5_000_000;
+
+const bytes = async (redis: RedisClient, key: string) =>
+  Number(await redis.call("MEMORY", "USAGE", key, "SAMPLES", "0"));
+
+/** A destination of `country` whose prefix is unique to `i` (the engine never parses it). */
+function synthetic(i: number, country = "FR"): Destination {
+  const e164 = `+9${String(i).padStart(5, "0")}123456`;
+  return destinationOf({ e164, countryCode: country }, { mcc: "", mnc: "", carrier: "" }, 6);
+}
+
+describe("fraud engine: what Redis keeps (docs/fraud.md#what-redis-keeps)", () => {
+  let app: TestApp;
+  before(async function () {
+    this.timeout(30_000);
+    // The surge bound out of the way: these tests count bytes, not blocks.
+    app = await startTestApp({ ...FRAUD_DEFAULTS, FRAUD_NEW_DESTINATION_SENDS: "1000000" });
+  });
+  after(async () => app.stop());
+
+  it(`keeps a destination in at most ${DESTINATION_BYTES_FULL} bytes, every slot of its window and baseline filled`, async function () {
+    this.timeout(30_000);
+    const { fraud, redis } = app.registry;
+    const tenant = randomUUID();
+    const d = synthetic(1);
+    const key = fraud.keys.counters(tenant, `p:${d.prefix}`);
+    // A day of traffic: a send every 5 minutes (each slice of the window), each converted.
+    const today = Math.floor(Date.now() / DAY) * DAY;
+    for (let t = today - DAY; t < today; t += 300_000) {
+      await fraud.judge("v1", tenant, d, t);
+      await fraud.converted("v1", tenant, d, t);
+    }
+    const day = await bytes(redis, key);
+    // Then the baseline: one send on each day it keeps (FRAUD_BASELINE_DAYS + 1 slots).
+    for (let k = 15; k >= 1; k--) {
+      await fraud.judge("v1", tenant, d, today - k * DAY + 7 * 3_600_000 + 1);
+      await fraud.converted("v1", tenant, d, today - k * DAY + 7 * 3_600_000 + 1);
+    }
+    await fraud.judge("v1", tenant, d);
+    const full = await bytes(redis, key);
+    expect(await redis.hlen(key)).to.equal(12 + 15);
+    expect(await redis.call("OBJECT", "ENCODING", key)).to.equal("listpack");
+
+    const sent = await bytes(redis, fraud.keys.sent(tenant, d.e164));
+    // The index: one member more per destination.
+    const index = fraud.keys.index(tenant);
+    const one = await bytes(redis, index);
+    for (let i = 2; i <= 101; i++) await fraud.judge("v1", tenant, synthetic(i));
+    const member = ((await bytes(redis, index)) - one) / 100;
+    console.log(
+      `      a destination after a day: ${day} bytes, full: ${full}; a sent record: ${sent}; an index member: ${member}`,
+    );
+    expect(full).to.be.at.most(DESTINATION_BYTES_FULL);
+    expect(sent).to.be.at.most(170);
+    expect(member).to.be.at.most(40);
+  });
+
+  it(`keeps 10,000 destinations of a tenant in at most ${DESTINATIONS_10K_BYTES} bytes, sends records and index included`, async function () {
+    this.timeout(120_000);
+    const { fraud, redis } = app.registry;
+    const tenant = randomUUID();
+    const countries = ["FR", "DE", "GB", "ES", "IT", "PL", "NL", "BE", "PT", "SE"];
+    const usedBefore = Number(/used_memory:(\d+)/.exec(await redis.info("memory"))?.[1]);
+    // 10,000 prefixes (and so many sent records), over 10 countries: 10,010 destinations.
+    const now = Date.now();
+    for (let i = 0; i < 10_000; i += 100) {
+      await Promise.all(
+        Array.from({ length: 100 }, (_, j) =>
+          fraud.judge("v1", tenant, synthetic(i + j, countries[(i + j) % 10]), now),
+        ),
+      );
+    }
+    const usedAfter = Number(/used_memory:(\d+)/.exec(await redis.info("memory"))?.[1]);
+    const prefix = fraud.keys.index(tenant).replace(/dests$/, "");
+    let total = 0;
+    const byKind = { counters: 0, sent: 0, index: 0, other: 0 };
+    for (const key of await keysUnder(redis, prefix)) {
+      const b = await bytes(redis, key);
+      total += b;
+      if (key.includes(":d:")) byKind.counters += b;
+      else if (key.includes(":sent:")) byKind.sent += b;
+      else if (key.endsWith(":dests")) byKind.index += b;
+      else byKind.other += b;
+      expect(await redis.pttl(key), key).to.be.greaterThan(0);
+    }
+    console.log(
+      `      10,000 destinations: ${total} bytes by MEMORY USAGE (${JSON.stringify(byKind)}), used_memory +${usedAfter - usedBefore}`,
+    );
+    expect(total).to.be.at.most(DESTINATIONS_10K_BYTES);
+    // Past 128 members the index is a skip list: about 100 bytes a member.
+    expect(byKind.index / 10_010).to.be.at.most(120);
+  });
+});
