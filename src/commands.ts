@@ -417,6 +417,50 @@ program
       }),
   );
 
+// `ringfence fraud ...`: the fraud engine's commands (docs/fraud.md).
+const fraud = program.command("fraud").description("the fraud engine against SMS pumping (docs/fraud.md)");
+
+fraud
+  .command("simulate")
+  .description(
+    "replay a traffic file through the fraud engine on its own clock, in a Redis namespace of its own deleted afterwards (live data untouched), with the FRAUD_* settings of the environment; prints {sends, blocked, fraud_sends, fraud_blocked, legit_sends, legit_blocked, would_block, ...}",
+  )
+  .requiredOption(
+    "--input <file>",
+    "JSON lines {at, api, tenant, phone_number, ip?, device_id?, verified_after_s, label?}; one bad line rejects the file",
+  )
+  .addOption(
+    new Option("--mode <mode>", "every tenant's mode: enforce blocks, shadow only counts would_block")
+      .choices(["enforce", "shadow"])
+      .default("enforce"),
+  )
+  .action(async (opts: { input: string; mode: "enforce" | "shadow" }) => {
+    const config = loadConfig();
+    const { parseTraffic, simulate, simulationPrefix, TrafficError } = await import("./fraud/simulate.js");
+    let text: string;
+    try {
+      text = readFileSync(opts.input, "utf8");
+    } catch (err) {
+      throw new UsageError(`cannot read ${opts.input}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    let traffic;
+    try {
+      traffic = parseTraffic(text);
+    } catch (err) {
+      throw err instanceof TrafficError ? new UsageError(`${opts.input}: ${err.message}`) : err;
+    }
+    const { connectRedis, createRedis, reportRedisErrors } = await import("./redis/client.js");
+    const redis = createRedis(config);
+    reportRedisErrors(redis, createLogger("warn"), "main");
+    await connectRedis(redis);
+    try {
+      const prefix = simulationPrefix(config.REDIS_KEY_PREFIX);
+      print(await simulate(traffic, { redis, prefix, config, mode: opts.mode }));
+    } finally {
+      await redis.quit().catch(() => undefined);
+    }
+  });
+
 function money(v: string): number {
   const r = MONEY.safeParse(v);
   if (!r.success) throw new InvalidArgumentError(`"${v}" is not an amount such as 10.00`);
