@@ -1,0 +1,259 @@
+import { expect } from "chai";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { runCli } from "../support/app.js";
+import { testRedisUrl } from "../support/hooks.js";
+import { commandsDuring, keysUnder } from "../support/redis.js";
+import {
+  ATTACK_COUNTRY,
+  ATTACK_NETWORK,
+  fraudScenario,
+  scenarioJsonl,
+  type TrafficRecord,
+} from "../support/fraud-scenario.js";
+import { describeNumber, parseE164 } from "../../src/lookup/numbers.js";
+import { networkOf } from "../../src/fraud/engine.js";
+import { parseTraffic, TrafficError, type SimulateReport } from "../../src/fraud/simulate.js";
+
+/** The contract's keys (decisions 8.3), first and in this order. */
+const CONTRACT = ["sends", "blocked", "fraud_sends", "fraud_blocked", "legit_sends", "legit_blocked"];
+
+/** The engine's settings, as docs/fraud.md gives their defaults: the tests rely on them. */
+const FRAUD_ENV = {
+  FRAUD_WINDOW_SECONDS: "3600",
+  FRAUD_NEW_DESTINATION_SENDS: "10",
+  FRAUD_BASELINE_DAYS: "14",
+  FRAUD_BASELINE_SHARE: "0.1",
+  FRAUD_CONVERSION_CREDIT: "2",
+  FRAUD_GRACE_SECONDS: "300",
+  FRAUD_CONVERSION_MIN_SENDS: "20",
+  FRAUD_CONVERSION_DROP: "0.5",
+  FRAUD_PREFIX_DIGITS: "6",
+};
+
+const TENANT = "0b6f1c9e-7d2a-4e55-8c1b-3a9f5e2d4c60";
+const T0 = Date.parse("2025-03-03T09:00:00Z");
+
+/**
+ * A small labelled file: 30 FR users over 5 minutes who all enter their code 4 s after the send,
+ * then 40 sends in 20 s to LV numbers (a country the tenant never served) nobody verifies.
+ */
+function smallFile(): TrafficRecord[] {
+  const lines: TrafficRecord[] = [];
+  for (let i = 0; i < 30; i++) {
+    lines.push({
+      at: new Date(T0 + i * 10_000).toISOString(),
+      api: i % 3 === 0 ? "v1" : "v2",
+      tenant: TENANT,
+      phone_number: `+336123456${String(i).padStart(2, "0")}`,
+      verified_after_s: 4,
+      label: "legit",
+    });
+  }
+  for (let i = 0; i < 40; i++) {
+    lines.push({
+      at: new Date(T0 + 300_000 + i * 500).toISOString(),
+      api: "v2",
+      tenant: TENANT,
+      phone_number: `+3712${String(1_000_000 + i * 24_989).slice(-7)}`,
+      ip: `198.18.0.${i + 1}`,
+      device_id: `bot-${i}`,
+      verified_after_s: null,
+      label: "fraud",
+    });
+  }
+  return lines;
+}
+
+describe("ringfence fraud simulate", function () {
+  // Each run is a fresh Node process (the built CLI); seconds apiece on a loaded machine.
+  this.timeout(90_000);
+  const dir = mkdtempSync(join(tmpdir(), "ringfence-simulate-"));
+  let redis: Redis;
+  let prefix: string;
+  let env: Record<string, string>;
+
+  before(async () => {
+    redis = new Redis(testRedisUrl(), { lazyConnect: true });
+    await redis.connect();
+  });
+  after(async () => {
+    await redis.quit();
+  });
+  beforeEach(() => {
+    prefix = `t${randomBytes(4).toString("hex")}:`;
+    env = { NODE_ENV: "test", REDIS_URL: testRedisUrl(), REDIS_KEY_PREFIX: prefix, ...FRAUD_ENV };
+  });
+
+  function file(name: string, text: string): string {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  }
+
+  async function simulate(path: string, extra: string[] = [], more: Record<string, string> = {}) {
+    const r = await runCli(["fraud", "simulate", "--input", path, ...extra], { ...env, ...more }, true);
+    expect(r.stderr).to.equal("");
+    expect(r.code).to.equal(0);
+    const report = JSON.parse(r.stdout) as SimulateReport;
+    expect(Object.keys(report).slice(0, 6)).to.deep.equal(CONTRACT);
+    return report;
+  }
+
+  it("blocks a pumping burst to a never-served country after its first sends, and no converting user", async () => {
+    const report = await simulate(file("small.jsonl", scenarioJsonl(smallFile())));
+    // LV gets FRAUD_NEW_DESTINATION_SENDS sends, then nothing: it converts none.
+    expect(report).to.deep.include({
+      sends: 70,
+      blocked: 30,
+      fraud_sends: 40,
+      fraud_blocked: 30,
+      legit_sends: 30,
+      legit_blocked: 0,
+      would_block: 0,
+      verified: 30,
+      rules: { destination_surge: 30 },
+    });
+  });
+
+  it("takes the FRAUD_* settings from the environment, as the service does", async () => {
+    const report = await simulate(file("small.jsonl", scenarioJsonl(smallFile())), [], {
+      FRAUD_NEW_DESTINATION_SENDS: "25",
+    });
+    expect(report).to.deep.include({ fraud_blocked: 15, legit_blocked: 0 });
+  });
+
+  it("blocks nothing in shadow mode, and reports what enforce would have blocked", async () => {
+    const report = await simulate(file("small.jsonl", scenarioJsonl(smallFile())), ["--mode", "shadow"]);
+    expect(report).to.deep.include({
+      sends: 70,
+      blocked: 0,
+      fraud_blocked: 0,
+      legit_blocked: 0,
+      would_block: 30,
+      fraud_would_block: 30,
+      legit_would_block: 0,
+      mode: "shadow",
+    });
+  });
+
+  it("writes only in its own namespace, and deletes it after the run", async () => {
+    const written = new Set<string>();
+    const commands = await commandsDuring(testRedisUrl(), async () => {
+      await simulate(file("small.jsonl", scenarioJsonl(smallFile())));
+    });
+    for (const args of commands) for (const a of args) if (a.startsWith(prefix)) written.add(a);
+    expect(written.size).to.be.greaterThan(5);
+    // The keys of one namespace, under the tenant's hash tag (and SCAN's pattern, at the end).
+    const namespaces = new Set<string>();
+    for (const key of written) {
+      const m = new RegExp(`^(${prefix}sim:[0-9a-f]{16}:)(fraud:\\{${TENANT}\\}:.+|\\*)$`).exec(key);
+      expect(m, key).not.to.equal(null);
+      namespaces.add(m?.[1] ?? "");
+    }
+    expect(namespaces.size).to.equal(1);
+    expect([...(await keysUnder(redis, prefix))]).to.deep.equal([]);
+  });
+
+  const good = smallFile()[0];
+  const broken: [string, string, string][] = [
+    ["bad JSON", '{"at": "2025-03-03T09:00:00Z", "api": ', "is not JSON"],
+    [
+      "a missing phone_number",
+      JSON.stringify({ ...good, phone_number: undefined }),
+      "phone_number is missing",
+    ],
+    ["an unknown api", JSON.stringify({ ...good, api: "v3" }), 'api "v3" is not one of v1, v2, session'],
+    ["an invalid number", JSON.stringify({ ...good, phone_number: "+3361234" }), "phone_number"],
+    ["a 30 February", JSON.stringify({ ...good, at: "2025-02-30T09:00:00Z" }), "at "],
+    ["a date without its zone", JSON.stringify({ ...good, at: "2025-03-03T09:00:00" }), "at "],
+    ["a negative verified_after_s", JSON.stringify({ ...good, verified_after_s: -1 }), "verified_after_s"],
+    ["no verified_after_s", JSON.stringify({ ...good, verified_after_s: undefined }), "verified_after_s"],
+    ["a bad label", JSON.stringify({ ...good, label: "bot" }), "label"],
+    ["a misspelt field", JSON.stringify({ ...good, lable: "legit" }), '"lable"'],
+  ];
+  for (const [what, line, mentions] of broken) {
+    it(`rejects a file with ${what}, naming the line and the field, and writes nothing`, async () => {
+      const lines = scenarioJsonl(smallFile()).split("\n");
+      lines.splice(2, 1, line);
+      const r = await runCli(
+        ["fraud", "simulate", "--input", file("broken.jsonl", lines.join("\n"))],
+        env,
+        true,
+      );
+      expect(r.code, r.stderr).to.equal(2);
+      expect(r.stdout).to.equal("");
+      expect(r.stderr.trim().split("\n")).to.have.length(1);
+      expect(r.stderr).to.include("line 3: ").and.include(mentions);
+      // Neither the namespace nor any tenant key: nothing under the prefix at all.
+      expect([...(await keysUnder(redis, prefix))]).to.deep.equal([]);
+    });
+  }
+
+  it("reads RFC 3339 times with offsets and fractions, and skips blank lines", () => {
+    const base = { api: "v2", tenant: TENANT, phone_number: "+33612345678", verified_after_s: null };
+    const text = [
+      JSON.stringify({ ...base, at: "2024-02-29T10:00:00.250+02:00" }),
+      "",
+      JSON.stringify({ ...base, at: "2024-02-29t08:00:00z" }),
+    ].join("\n");
+    const lines = parseTraffic(text);
+    expect(lines.map((l) => [l.line, l.atMs])).to.deep.equal([
+      [1, Date.parse("2024-02-29T08:00:00.250Z")],
+      [3, Date.parse("2024-02-29T08:00:00Z")],
+    ]);
+    expect(() => parseTraffic(JSON.stringify({ ...base, at: "2025-02-29T08:00:00Z" }))).to.throw(
+      TrafficError,
+      "line 1: at",
+    );
+  });
+
+  describe("on the generated scenario (test/support/fraud-scenario.ts)", () => {
+    const records = fraudScenario();
+
+    it("is the same for the same seed, and numbers never repeat", () => {
+      expect(fraudScenario()).to.deep.equal(records);
+      expect(fraudScenario({ seed: 2 })).not.to.deep.equal(records);
+      expect(new Set(records.map((r) => r.phone_number)).size).to.equal(records.length);
+      const at = records.map((r) => Date.parse(r.at));
+      expect(at).to.deep.equal([...at].sort((a, b) => a - b));
+    });
+
+    it("attacks LV and network 208-25, which takes under 2% of the legitimate sends", async () => {
+      const where = async (r: TrafficRecord) => {
+        const phone = parseE164(r.phone_number);
+        if (phone?.lineType !== "Mobile") throw new Error(`${r.phone_number} is not a valid mobile`);
+        return { country: phone.countryCode, network: networkOf(await describeNumber(phone)) };
+      };
+      const legit = records.filter((r) => r.label === "legit");
+      const fraud = records.filter((r) => r.label === "fraud");
+      const legitWhere = await Promise.all(legit.map(where));
+      const countries = new Set(legitWhere.map((w) => w.country));
+      expect([...countries].sort()).to.deep.equal(["DE", "ES", "FR", "GB"]);
+      const onNetwork = legitWhere.filter((w) => w.network === ATTACK_NETWORK).length;
+      expect(onNetwork).to.be.greaterThan(0);
+      expect(onNetwork / legit.length).to.be.below(0.02);
+      for (const w of await Promise.all(fraud.map(where))) {
+        expect(w.country === ATTACK_COUNTRY || w.network === ATTACK_NETWORK, JSON.stringify(w)).to.equal(
+          true,
+        );
+      }
+      expect(fraud.every((r) => r.verified_after_s === null)).to.equal(true);
+      expect(new Set(fraud.map((r) => r.ip)).size).to.equal(fraud.length);
+      expect(new Set(fraud.map((r) => r.device_id)).size).to.equal(fraud.length);
+      const abandoned = legit.filter((r) => r.verified_after_s === null).length / legit.length;
+      expect(abandoned).to.be.within(0.1, 0.2);
+    });
+
+    it("stops the attack while legitimate users keep getting their codes", async () => {
+      const report = await simulate(file("scenario.jsonl", scenarioJsonl(records)));
+      console.log(`      scenario (${records.length} sends, default settings): ${JSON.stringify(report)}`);
+      expect(report.fraud_blocked / report.fraud_sends).to.be.above(0.9);
+      expect(report.legit_blocked / report.legit_sends).to.be.below(0.01);
+      expect([...(await keysUnder(redis, prefix))]).to.deep.equal([]);
+    });
+  });
+});
