@@ -270,6 +270,7 @@ export async function simulate(
     mode,
   };
   const pending = new ConversionQueue();
+  const windowMs = config.FRAUD_WINDOW_SECONDS * 1000;
   const convert = async ({ send, atMs }: Conversion) => {
     if (await engine.converted(send.line.api, send.line.tenant, send.d, atMs)) report.verified++;
   };
@@ -301,8 +302,10 @@ export async function simulate(
         if (line.label === "legit") report.legit_would_block++;
       }
       if (decision.action !== "allow") report.rules[decision.rule] = (report.rules[decision.rule] ?? 0) + 1;
-      if (decision.action !== "block" && line.verifiedAfterMs !== null) {
-        pending.push({ atMs: line.atMs + line.verifiedAfterMs, seq, send });
+      // As in the service, a code entered once its send left the window converts nothing.
+      const converts = line.verifiedAfterMs !== null && line.verifiedAfterMs < windowMs;
+      if (decision.action !== "block" && converts) {
+        pending.push({ atMs: line.atMs + (line.verifiedAfterMs ?? 0), seq, send });
       }
     }
     for (let due = pending.next(); due !== undefined; due = pending.next()) await convert(due);

@@ -126,6 +126,29 @@ describe("ringfence fraud simulate", function () {
     expect(report).to.deep.include({ fraud_blocked: 15, legit_blocked: 0 });
   });
 
+  it("counts no conversion entered once its send has left the window", async () => {
+    const sends = (after: number) =>
+      scenarioJsonl(
+        Array.from({ length: 12 }, (_, i) => ({
+          at: new Date(T0 + i * 1000).toISOString(),
+          api: "v2" as const,
+          tenant: TENANT,
+          phone_number: `+336123456${String(i).padStart(2, "0")}`,
+          verified_after_s: after,
+        })),
+      );
+    const settings = { FRAUD_WINDOW_SECONDS: "60" };
+    // 10 sends go out before the first code comes back; the last 2 are a surge.
+    expect(await simulate(file("in-time.jsonl", sends(30)), [], settings)).to.deep.include({
+      blocked: 2,
+      verified: 10,
+    });
+    expect(await simulate(file("late.jsonl", sends(60)), [], settings)).to.deep.include({
+      blocked: 2,
+      verified: 0,
+    });
+  });
+
   it("blocks nothing in shadow mode, and reports what enforce would have blocked", async () => {
     const report = await simulate(file("small.jsonl", scenarioJsonl(smallFile())), ["--mode", "shadow"]);
     expect(report).to.deep.include({
