@@ -3,10 +3,10 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import { runCli } from "../support/app.js";
 import { testRedisUrl } from "../support/hooks.js";
-import { commandsDuring, keysUnder } from "../support/redis.js";
+import { commandsDuring, keysUnder, startRedisCluster, type RedisCluster } from "../support/redis.js";
 import {
   ATTACK_COUNTRY,
   ATTACK_NETWORK,
@@ -232,6 +232,37 @@ describe("ringfence fraud simulate", function () {
       TrafficError,
       "line 1: at",
     );
+  });
+
+  describe("on a Redis Cluster", () => {
+    let cluster: RedisCluster;
+    let client: Cluster;
+
+    before(async function () {
+      this.timeout(60_000);
+      cluster = await startRedisCluster();
+      client = new Cluster(
+        cluster.nodes.split(",").map((n) => ({ host: "127.0.0.1", port: Number(n.split(":")[1]) })),
+        { lazyConnect: true },
+      );
+      await client.connect();
+    });
+    after(async () => {
+      await client.quit();
+      await cluster.stop();
+    });
+
+    it("runs tenants of several slots, and deletes its keys on every primary", async () => {
+      // The same traffic under a second tenant: slot 12277, on another primary than TENANT (7631).
+      const other = "8e2a4c71-5b3d-4f69-a0e8-1c7d9b6f2e43";
+      const lines = [...smallFile(), ...smallFile().map((l) => ({ ...l, tenant: other }))];
+      const report = await simulate(file("two.jsonl", scenarioJsonl(lines)), ["--mode", "shadow"], {
+        REDIS_URL: "",
+        REDIS_CLUSTER_NODES: cluster.nodes,
+      });
+      expect(report).to.deep.include({ sends: 140, blocked: 0, would_block: 60, legit_would_block: 0 });
+      expect([...(await keysUnder(client, prefix))]).to.deep.equal([]);
+    });
   });
 
   describe("on the generated scenario (test/support/fraud-scenario.ts)", () => {
