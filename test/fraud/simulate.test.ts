@@ -103,6 +103,21 @@ describe("ringfence fraud simulate", function () {
     return report;
   }
 
+  it("says in --help what it takes and prints", async () => {
+    const r = await runCli(["fraud", "simulate", "--help"], env, true);
+    expect(r.code).to.equal(0);
+    const text = r.stdout.replace(/\s+/g, " ");
+    for (const word of [
+      "--input <file>",
+      "verified_after_s",
+      '"enforce", "shadow"',
+      "fraud_blocked",
+      "FRAUD_*",
+    ]) {
+      expect(text).to.include(word);
+    }
+  });
+
   it("blocks a pumping burst to a never-served country after its first sends, and no converting user", async () => {
     const report = await simulate(file("small.jsonl", scenarioJsonl(smallFile())));
     // LV gets FRAUD_NEW_DESTINATION_SENDS sends, then nothing: it converts none.
