@@ -8,6 +8,7 @@ import { webhooksModule } from "./webhooks/module.js";
 import { accountsModule } from "./accounts/module.js";
 import { lookupModule } from "./lookup/module.js";
 import { verifyModule } from "./verify/module.js";
+import { fraudModule } from "./fraud/module.js";
 import { appsModule } from "./apps/module.js";
 import { oauthModule } from "./oauth/module.js";
 import { sessionModule } from "./session/module.js";
@@ -34,6 +35,7 @@ export function modules(r: Registry, sweep = true): Module[] {
     accounts,
     lookupModule(r, accounts),
     verifyModule(r, { messaging, webhooks, accounts }),
+    fraudModule(r, accounts),
     apps,
     oauth,
     session,

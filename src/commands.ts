@@ -417,8 +417,195 @@ program
       }),
   );
 
-// `ringfence fraud ...`: the fraud engine's commands (docs/fraud.md).
-const fraud = program.command("fraud").description("the fraud engine against SMS pumping (docs/fraud.md)");
+// ---- fraud: the engine's policy and reports (docs/fraud.md) ---------------------------------
+// `ringfence fraud simulate` (src/fraud/simulate.ts) registers on `fraud` too.
+
+/** A fraud tenant as the commands name it: an account (V1, V2 sends) or an app (session codes). */
+interface FraudTenantOptions {
+  account?: string;
+  app?: string;
+}
+
+const FRAUD_TENANT_HELP =
+  "\nThe tenant is an account (--account UUID: its V1 and V2 sends) or an app (--app APP_ID: its login and step-up codes).";
+
+function fraudTenantOptions(cmd: Command): Command {
+  return cmd
+    .option("--account <uuid>", "the account (customer uuid) whose V1 and V2 sends are judged")
+    .option("--app <app_id>", "the app whose login and step-up codes are judged")
+    .addHelpText("after", FRAUD_TENANT_HELP);
+}
+
+/** The tenant named by exactly one of --account and --app, checked in form (not yet for existence). */
+function fraudTenant(opts: FraudTenantOptions): { kind: "account" | "app"; id: string } {
+  if ((opts.account === undefined) === (opts.app === undefined))
+    throw new UsageError("give exactly one of --account UUID and --app APP_ID");
+  if (opts.account !== undefined) return { kind: "account", id: customerUuid(opts.account) };
+  const id = opts.app ?? "";
+  if (!/^app_[A-Za-z0-9_-]{16,64}$/.test(id)) throw new UsageError(`"${id}" is not an app id`);
+  return { kind: "app", id };
+}
+
+/**
+ * Runs a fraud command against an existing tenant; refused input becomes a usage error naming the
+ * option (`--country: "ZZ" is not ...`), or the argument when `argument` names the field.
+ */
+async function withFraudTenant(
+  opts: FraudTenantOptions,
+  argument: string | undefined,
+  fn: (
+    r: Registry,
+    tenant: { kind: "account" | "app"; id: string },
+    fraud: typeof import("./fraud/policy.js") & typeof import("./fraud/insights.js"),
+  ) => Promise<void>,
+): Promise<void> {
+  const tenant = fraudTenant(opts);
+  const fraud = { ...(await import("./fraud/policy.js")), ...(await import("./fraud/insights.js")) };
+  try {
+    await withRegistry(async (r) => {
+      const exists =
+        tenant.kind === "account"
+          ? (await r.accounts.get(tenant.id)) !== undefined
+          : (await r.apps.get(tenant.id)) !== undefined;
+      if (!exists) throw new UsageError(`no ${tenant.kind} ${tenant.id}`);
+      await fn(r, tenant, fraud);
+    });
+  } catch (err) {
+    if (err instanceof fraud.FraudInputError) {
+      const name = err.field === argument ? err.field : `--${err.field.replace("_", "-")}`;
+      throw new UsageError(`${name}: ${err.detail}`);
+    }
+    throw err;
+  }
+}
+
+/** The answers' fields as the V2 API spells them (`groupBy` → `group_by`), undefined ones left out. */
+function snakeCase(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(snakeCase);
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), snakeCase(v)]),
+  );
+}
+
+const fraud = program
+  .command("fraud")
+  .description(
+    "steer and read the fraud engine: modes, geo permissions, trusted numbers, decisions, insights",
+  )
+  .addHelpText(
+    "after",
+    "\nEvery message that would carry a code is judged before anything is charged or sent; see docs/fraud.md.",
+  );
+
+fraud.addCommand(
+  fraudTenantOptions(
+    new Command("mode")
+      .description(
+        "set a tenant's mode: enforce (the default: blocks), shadow (sends, and records would_block), off; prints {account|app, mode}",
+      )
+      .argument("<mode>", "enforce, shadow or off"),
+  ).action(async (mode: string, opts: FraudTenantOptions) => {
+    await withFraudTenant(opts, "mode", async (r, tenant, f) => {
+      const set = await new f.FraudPolicy(r.redis, r.fraud.keys).setMode(tenant.id, mode);
+      print({ [tenant.kind]: tenant.id, mode: set });
+    });
+  }),
+);
+
+fraud.addCommand(
+  fraudTenantOptions(
+    new Command("geo")
+      .description(
+        "set a tenant's permission for one country: allow (the default: adaptive rules decide), block (every send refused, rule geo), trust (adaptive rules skipped); prints {account|app, country, mode}",
+      )
+      .requiredOption("--country <cc>", "ISO 3166-1 alpha-2 country code, such as FR")
+      .requiredOption("--mode <permission>", "allow, block or trust"),
+  ).action(async (opts: FraudTenantOptions & { country: string; mode: string }) => {
+    await withFraudTenant(opts, undefined, async (r, tenant, f) => {
+      const set = await new f.FraudPolicy(r.redis, r.fraud.keys).setGeo(tenant.id, opts.country, opts.mode);
+      print({ [tenant.kind]: tenant.id, ...set });
+    });
+  }),
+);
+
+const fraudTrust = new Command("trust").description(
+  "trusted numbers and prefixes, which the adaptive rules skip (geo blocks and hard limits still apply)",
+);
+for (const [name, trusted] of [
+  ["add", true],
+  ["remove", false],
+] as const) {
+  fraudTrust.addCommand(
+    fraudTenantOptions(
+      new Command(name)
+        .description(
+          `${trusted ? "trust" : "no longer trust"} a number or a prefix; prints {account|app, number|prefix, trusted, changed}`,
+        )
+        .option("--number <e164>", "an E.164 phone number, such as +33612345678")
+        .option("--prefix <prefix>", "a number prefix: '+' then 1 to 15 digits, such as +3361234"),
+    ).action(async (opts: FraudTenantOptions & { number?: string; prefix?: string }) => {
+      if ((opts.number === undefined) === (opts.prefix === undefined))
+        throw new UsageError("give exactly one of --number E164 and --prefix +DIGITS");
+      const entry = opts.number !== undefined ? { number: opts.number } : { prefix: opts.prefix ?? "" };
+      await withFraudTenant(opts, undefined, async (r, tenant, f) => {
+        const done = await new f.FraudPolicy(r.redis, r.fraud.keys).setTrusted(tenant.id, entry, trusted);
+        print({
+          [tenant.kind]: tenant.id,
+          [opts.number !== undefined ? "number" : "prefix"]: done.entry,
+          trusted,
+          changed: done.changed,
+        });
+      });
+    }),
+  );
+}
+fraud.addCommand(fraudTrust);
+
+fraud.addCommand(
+  fraudTenantOptions(
+    new Command("decisions")
+      .description(
+        "print a tenant's block and would_block decisions, newest first: {decisions: [{id, created_at, api, country, network?, prefix, phone_number, action, rule, detail}]}",
+      )
+      .option("--since <time>", "only decisions at or after this RFC 3339 time, such as 2026-01-02T00:00:00Z")
+      .option("--limit <n>", "at most this many, 1 to 1000", "100"),
+  ).action(async (opts: FraudTenantOptions & { since?: string; limit: string }) => {
+    await withFraudTenant(opts, undefined, async (r, tenant, f) => {
+      const insights = new f.FraudInsights(r.redis, r.fraud.keys, r.fraud.rules);
+      print(snakeCase(await insights.decisions(tenant.id, { since: opts.since, limit: opts.limit })));
+    });
+  }),
+);
+
+fraud.addCommand(
+  new Command("insights")
+    .description(
+      "print an account's sends, conversions and blocks per destination, as GET /v2/insights/verifications: {since, until, group_by, groups: [{key, sent, verified, conversion_rate, blocked}]}",
+    )
+    .requiredOption("--account <uuid>", "the account (customer uuid)")
+    .option("--group-by <kind>", "country, network or prefix", "country")
+    .option("--since <time>", "RFC 3339 start (default: 24 hours before --until); its whole UTC day counts")
+    .option("--until <time>", "RFC 3339 end (default: now); its whole UTC day counts")
+    .action(async (opts: { account: string; groupBy: string; since?: string; until?: string }) => {
+      await withFraudTenant({ account: opts.account }, undefined, async (r, tenant, f) => {
+        const insights = new f.FraudInsights(r.redis, r.fraud.keys, r.fraud.rules);
+        print(
+          snakeCase(
+            await insights.verifications(tenant.id, {
+              since: opts.since,
+              until: opts.until,
+              groupBy: opts.groupBy,
+            }),
+          ),
+        );
+      });
+    }),
+);
+
+// ---- end of fraud ------------------------------------------------------------------------------
 
 fraud
   .command("simulate")

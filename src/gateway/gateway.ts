@@ -545,10 +545,10 @@ export function deadlineOf(header: string | undefined, nowMs: number): number | 
 
 /**
  * The error family of a path no route matched (docs/gateway.md#unknown-routes-and-methods): V1 paths take
- * the V1 body, the V2 verify and lookup paths the V2 body, everything else the session body.
+ * the V1 body, the V2 verify, lookup, insights and fraud paths the V2 body, everything else the session body.
  */
 export function dialectOfPath(path: string): ErrorDialect {
   if (/^\/v1\/(?!session\/)/.test(path)) return "v1";
-  if (/^\/v2\/(verification|lookup)(\/|$)/.test(path)) return "v2";
+  if (/^\/v2\/(verification|lookup|insights|fraud)(\/|$)/.test(path)) return "v2";
   return "session";
 }

@@ -32,7 +32,11 @@ type Json = Record<string, unknown>;
 const V1_SERVICES = new Set(["ringfence.lookup.v1.LookupService", "ringfence.verify.v1.VerifyService"]);
 
 /** V2 services: `{code, message, type, request_id}` errors, the API key as a bearer token. */
-const V2_SERVICES = new Set(["ringfence.lookup.v2.LookupService", "ringfence.verify.v2.VerificationService"]);
+const V2_SERVICES = new Set([
+  "ringfence.lookup.v2.LookupService",
+  "ringfence.verify.v2.VerificationService",
+  "ringfence.verify.v2.FraudService",
+]);
 
 /** The security scheme of each kind of caller (src/rpc/surface.ts). */
 const SCHEME: Record<CallerKind, string> = {

@@ -19,6 +19,7 @@ export const CALLERS = {
   "ringfence.lookup.v1.LookupService": { lookupPhoneNumber: "account" },
   "ringfence.verify.v2.VerificationService": { createVerification: "account", checkVerification: "account" },
   "ringfence.lookup.v2.LookupService": { lookupPhoneNumber: "account" },
+  "ringfence.verify.v2.FraudService": { listVerificationInsights: "account", listFraudDecisions: "account" },
   "ringfence.session.v1.SessionService": { logout: "session", getMe: "session", createAppWebhook: "app" },
   "ringfence.stepup.v1.StepUpService": {
     createStepUpConfig: "app",

@@ -326,6 +326,7 @@ describe("V1 lookup", () => {
         "ringfence.session.v1.SessionService",
         "ringfence.stepup.v1.StepUpService",
         "ringfence.verify.v1.VerifyService",
+        "ringfence.verify.v2.FraudService",
         "ringfence.verify.v2.VerificationService",
       ]);
       const descriptor = await reflection.getDescriptorBySymbol("ringfence.lookup.v1.LookupService");
