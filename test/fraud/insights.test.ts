@@ -1,5 +1,7 @@
 import { expect } from "chai";
-import { startTestApp, type TestApp } from "../support/app.js";
+import { status as GrpcStatus } from "@grpc/grpc-js";
+import { FraudServiceClient } from "../../src/gen/ringfence/verify/v2/fraud_service.js";
+import { insecure, metadata, startTestApp, unary, type TestApp } from "../support/app.js";
 import { FRAUD_TEST_ENV, FraudCustomer } from "../support/fraud.js";
 import { SmsReceiver } from "../support/receivers.js";
 import { rest, type Json } from "../support/rest.js";
@@ -158,6 +160,34 @@ describe("fraud insights and decisions (V2 API)", function () {
       const anonymous = await rest(app.baseUrl).get(path);
       expect(anonymous.status).to.equal(401);
       expect(anonymous.body).to.include({ code: "invalid_api_key" });
+    }
+  });
+
+  it("answers the same over gRPC, with the key as bearer metadata", async () => {
+    const client = new FraudServiceClient(app.grpcAddress, insecure);
+    const auth = metadata({ authorization: `Bearer ${c.key}` });
+    try {
+      const listed = await unary(client.listFraudDecisions.bind(client), { since: "", limit: "1" }, auth);
+      expect(listed.err).to.equal(null);
+      expect(listed.res?.decisions.map((d) => d.phoneNumber)).to.deep.equal(["+3361234**99"]);
+      const grouped = await unary(
+        client.listVerificationInsights.bind(client),
+        { since: "", until: "", groupBy: "prefix" },
+        auth,
+      );
+      expect(grouped.res?.groups.map((g) => [g.key, g.sent, g.blocked])).to.deep.equal([
+        ["+336123", 3, 2],
+        ["+491512", 1, 0],
+      ]);
+      const bad = await unary(
+        client.listVerificationInsights.bind(client),
+        { since: "", until: "", groupBy: "city" },
+        auth,
+      );
+      expect(bad.err?.code).to.equal(GrpcStatus.INVALID_ARGUMENT);
+      expect(bad.err?.details).to.include("group_by");
+    } finally {
+      client.close();
     }
   });
 
