@@ -6,7 +6,8 @@ import { SmsReceiver } from "../support/receivers.js";
 import { HoldRecovery } from "../../src/verify/holds.js";
 import { createSmsProvider } from "../../src/messaging/sms.js";
 import { silentLogger } from "../../src/log.js";
-import { basicAuth, rest } from "../support/rest.js";
+import { basicAuth, rest, type Json } from "../support/rest.js";
+import { FraudPolicy } from "../../src/fraud/policy.js";
 
 describe("on a Redis Cluster", () => {
   let cluster: RedisCluster;
@@ -111,6 +112,35 @@ describe("on a Redis Cluster", () => {
     const code = SmsReceiver.code(await sms.message(before));
     const checked = await post("/v2/verification/check", { target, code }, bearer);
     expect(checked.body).to.include({ id: created.body.id, status: "success" });
+  });
+
+  it("obeys a fraud policy and reads insights and decisions, pruning on the tenant's slot", async () => {
+    const { account, apiKey } = await app.registry.accounts.create({
+      name: "Cluster fraud",
+      balanceMicros: 1_000_000,
+      spendingLimitMicros: 1_000_000,
+      features: [],
+      regions: [],
+    });
+    const tenant = account.customerUuid;
+    const keys = app.registry.fraud.keys;
+    await new FraudPolicy(app.registry.redis, keys).setGeo(tenant, "FR", "block");
+    const bearer = { authorization: `Bearer ${apiKey}` };
+    const send = async (value: string) =>
+      (await post("/v2/verification", { target: { type: "phone_number", value } }, bearer)).body;
+    expect(await send("+33612345680")).to.include({ status: "blocked", reason: "suspicious" });
+    expect(await send("+34612345680")).to.include({ status: "success" });
+    // Its counters gone (as if expired): insights leave it out and drop it from the index.
+    await app.registry.redis.del(keys.counters(tenant, "c:ES"));
+    const insights = await rest(app.baseUrl).get("/v2/insights/verifications", bearer);
+    expect(insights.body.groups).to.deep.equal([
+      { key: "FR", sent: 0, verified: 0, conversion_rate: 0, blocked: 1 },
+    ]);
+    expect(await app.registry.redis.zscore(keys.index(tenant), "c:ES")).to.equal(null);
+    const decisions = await rest(app.baseUrl).get("/v2/fraud/decisions", bearer);
+    expect((decisions.body.decisions as Json[]).map((d) => [d.rule, d.phone_number])).to.deep.equal([
+      ["geo", "+3361234**80"],
+    ]);
   });
 
   it("gives accounts on every primary their API key index entry, so read-backs by key find them", async () => {
