@@ -16,7 +16,7 @@ import {
   UUID,
   type StoredAccount,
 } from "./accounts/account.js";
-import { NewAppInput } from "./apps/app.js";
+import { APP_ID, NewAppInput } from "./apps/app.js";
 import type { Identifier } from "./session/identity.js";
 import { IMPORT_COLUMNS } from "./lookup/import-format.js";
 import type { ImportMessage } from "./lookup/import-worker.js";
@@ -442,7 +442,7 @@ function fraudTenant(opts: FraudTenantOptions): { kind: "account" | "app"; id: s
     throw new UsageError("give exactly one of --account UUID and --app APP_ID");
   if (opts.account !== undefined) return { kind: "account", id: customerUuid(opts.account) };
   const id = opts.app ?? "";
-  if (!/^app_[A-Za-z0-9_-]{16,64}$/.test(id)) throw new UsageError(`"${id}" is not an app id`);
+  if (!APP_ID.safeParse(id).success) throw new UsageError(`"${id}" is not an app id`);
   return { kind: "app", id };
 }
 
