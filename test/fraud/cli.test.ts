@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { cliEnv, runCli, startTestApp, type TestApp } from "../support/app.js";
-import { FRAUD_TEST_ENV, FraudCustomer } from "../support/fraud.js";
+import { FRAUD_TEST_ENV, FraudCustomer } from "../support/fraud-customer.js";
 import { SmsReceiver } from "../support/receivers.js";
 import type { Json } from "../support/rest.js";
 

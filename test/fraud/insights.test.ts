@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { FraudServiceClient } from "../../src/gen/ringfence/verify/v2/fraud_service.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "../support/app.js";
-import { FRAUD_TEST_ENV, FraudCustomer } from "../support/fraud.js";
+import { FRAUD_TEST_ENV, FraudCustomer } from "../support/fraud-customer.js";
 import { SmsReceiver } from "../support/receivers.js";
 import { rest, type Json } from "../support/rest.js";
 
