@@ -99,7 +99,7 @@ describe("fraud engine: adaptive rules over REST (docs/fraud.md#how-it-decides)"
     expect((await c.v1Send(frNumber("bouygues", 2014))).body.status).to.equal("spam_detected");
   });
 
-  it("judges retries like first sends: V1 retry answers spam_detected, V2 create on a running verification blocked suspicious, once each", async function () {
+  it("judges retries like first sends: V1 retry answers rate_limited (the SDKs know no spam answer to a retry), V2 create on a running verification blocked suspicious, once each", async function () {
     this.timeout(30_000);
     const c = await rig.account("Retries");
     const sent = await unconverted(c, "bouygues", 3000, 9);
@@ -114,7 +114,7 @@ describe("fraud engine: adaptive rules over REST (docs/fraud.md#how-it-decides)"
     if (first === undefined) throw new Error("no send");
     const retried = await c.v1Retry(first.auth);
     expect(retried.status).to.equal(200);
-    expect(retried.body.status).to.equal("spam_detected");
+    expect(retried.body.status).to.equal("rate_limited");
     expect(retried.body.remaining_retry).to.equal(3);
 
     const again = await c.v2Create(v2Phone);

@@ -142,15 +142,6 @@ export interface V1Answer {
   body: unknown;
 }
 
-/**
- * Answers the decisions add to an SDK enum, by operation: decisions section 8.3 answers a V1 retry
- * the fraud engine refuses with the V1 spam answer, `spam_detected`, which the SDKs' retry models
- * do not list (docs/v1-api.md#retry).
- */
-const BEYOND_SDK: Partial<Record<string, string[]>> = {
-  retry: ['$.status: "spam_detected" not in enum'],
-};
-
 /** What an original SDK, or decisions section 4, would object to in one V1 answer. */
 export function answerViolations(a: V1Answer): string[] {
   const op = operationOf(a.method, a.path);
@@ -158,7 +149,7 @@ export function answerViolations(a: V1Answer): string[] {
   const out = (problems: string[]) => problems.map((p) => `${where}: ${p}`);
   if (a.status === 200) {
     if (op === undefined) return out(["200 on a path that is no SDK operation"]);
-    return out(validate(model(op.response), a.body).filter((p) => !BEYOND_SDK[op.name]?.includes(p)));
+    return out(validate(model(op.response), a.body));
   }
   if (a.status === MODELS.errors.status) {
     const problems = validate(model(MODELS.errors.model), a.body);
