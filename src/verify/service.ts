@@ -90,8 +90,8 @@ export function verifyHandlers(engine: VerifyEngine): Handlers<typeof VerifyServ
         r.status !== "already_validated";
       return {
         authenticationUuid: authUuid,
-        // The original SDKs know no spam answer to a retry (decisions section 4 freezes their
-        // models): a retry the fraud engine refuses is V1's `rate_limited`, too many sends.
+        // The original SDKs know no spam answer to a retry, and V1 keeps to their models
+        // (docs/v1-api.md#retry): a retry the fraud engine refuses is `rate_limited`.
         status: r.status === "spam_detected" ? "rate_limited" : r.status,
         createdAt: new Date(t).toISOString(),
         ...(showNext ? { nextRetryAt: new Date(r.nextRetryAtMs).toISOString() } : {}),
