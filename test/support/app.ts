@@ -37,6 +37,12 @@ function dataEnv(): Record<string, string> {
 }
 
 /**
+ * Tests of other features send many codes to one country that nobody enters: the fraud engine
+ * still judges and counts each send, but never finds a surge (test/fraud/ sets it back).
+ */
+export const FRAUD_SURGES_OFF = { FRAUD_NEW_DESTINATION_SENDS: "1000000" };
+
+/**
  * Every test client calls from 127.0.0.1, so the per-address and per-app abuse limits are off
  * unless a test sets them (test/session/abuse-limits.test.ts does); and test peers are on loopback.
  */
@@ -49,9 +55,7 @@ const ABUSE_LIMITS_OFF = {
   TOKEN_FAILURES_CLIENT: "off",
   TOKEN_FAILURES_IP: "off",
   API_KEY_FAILURES_IP: "off",
-  // Tests of other features send many codes to one country that nobody enters: the fraud engine
-  // still judges and counts each send, but never finds a surge (test/fraud/ sets it back).
-  FRAUD_NEW_DESTINATION_SENDS: "1000000",
+  ...FRAUD_SURGES_OFF,
   // Test receivers, hooks and key sets live on loopback (test/net/outbound.test.ts sets it empty).
   OUTBOUND_ALLOWED_CIDRS: "127.0.0.0/8,::1/128",
 };

@@ -1,3 +1,4 @@
+import { FRAUD_SURGES_OFF } from "./app.js";
 import { watchV1Answers } from "./ding-contract.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -51,6 +52,7 @@ export async function startServiceProcess(
       GRPC_PORT: String(grpcPort),
       ADMIN_PORT: "0",
       ISSUER_URL: `http://127.0.0.1:${httpPort}`,
+      ...FRAUD_SURGES_OFF,
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],
