@@ -106,6 +106,7 @@ export async function serveModules(
   watchdog.onPing = (seconds) => {
     registry.metrics.redisPinged(seconds);
   };
+  registry.metrics.redisUp = () => watchdog.up;
   const ready = () => Promise.resolve(!stopping && watchdog.up);
   grpc.setServing("SERVING");
   watchdog.start();

@@ -39,10 +39,13 @@ export class Metrics {
   private readonly verificationsVerified: Counter<"api" | "country">;
   /** Read at scrape time for the webhook backlog gauge; set once the outbox exists. */
   webhookBacklog: (() => Promise<number>) | undefined;
+  /** Read at scrape time for the Redis up gauge: whether the watchdog's last PING was answered. */
+  redisUp: (() => boolean) | undefined;
 
   constructor() {
     const registers = [this.registry];
     const backlog = () => this.webhookBacklog?.();
+    const redisUp = () => this.redisUp?.();
     collectDefaultMetrics({ register: this.registry });
     this.requests = new Counter({
       name: "ringfence_requests_total",
@@ -133,6 +136,17 @@ export class Metrics {
       help: "Redis failures: connection (a socket error) and call (a call answered 503 because Redis did not answer)",
       labelNames: ["kind"],
       registers,
+    });
+    new Gauge({
+      name: "ringfence_redis_up",
+      help: "1 while Redis answers the health watchdog's PING (within a second), 0 while it does not",
+      registers,
+      // With WORKERS > 1 the instance is up only while every worker reaches Redis.
+      aggregator: "min",
+      collect() {
+        const up = redisUp();
+        if (up !== undefined) this.set(up ? 1 : 0);
+      },
     });
     this.redisPing = new Histogram({
       name: "ringfence_redis_ping_duration_seconds",

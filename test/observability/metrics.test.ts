@@ -8,7 +8,7 @@ import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp }
 import { fundedAccount } from "../support/v1.js";
 import { Receiver, SmsReceiver } from "../support/receivers.js";
 import { rest } from "../support/rest.js";
-import { freePort, waitFor } from "../support/redis.js";
+import { freePort, startRedis, waitFor } from "../support/redis.js";
 import { startServiceProcess, type ServiceProcess } from "../support/service-process.js";
 import { testRedisUrl } from "../support/hooks.js";
 import { TEST_SECRETS_KEY } from "../support/app.js";
@@ -416,6 +416,29 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
   });
 });
 
+describe("ringfence_redis_up", function () {
+  this.timeout(60_000);
+
+  it("is 1 while Redis answers, 0 while it is frozen, and 1 again once it thaws", async () => {
+    const redis = await startRedis();
+    const adminPort = await freePort();
+    const app = await startTestApp({ REDIS_URL: redis.url, ADMIN_PORT: String(adminPort) });
+    const up = async () => sample(await scrape(adminPort), "ringfence_redis_up");
+    try {
+      expect(await scrape(adminPort)).to.match(/^# TYPE ringfence_redis_up gauge$/m);
+      expect(await up()).to.equal(1);
+      redis.pause();
+      await waitFor(async () => (await up()) === 0, 20_000);
+      redis.resume();
+      await waitFor(async () => (await up()) === 1, 20_000);
+    } finally {
+      redis.resume();
+      await app.stop();
+      await redis.stop();
+    }
+  });
+});
+
 describe("ADMIN_PORT with WORKERS=2: one /metrics for the instance", function () {
   this.timeout(60_000);
   let service: ServiceProcess | undefined;
@@ -455,6 +478,8 @@ describe("ADMIN_PORT with WORKERS=2: one /metrics for the instance", function ()
       code: "account_invalid",
     };
     expect(sample(text, "ringfence_requests_total", labels)).to.equal(calls);
+    // Not the sum of the workers' values: up while every worker reaches Redis.
+    expect(sample(text, "ringfence_redis_up")).to.equal(1);
     expect((await fetch(`http://127.0.0.1:${adminPort}/readyz`)).status).to.equal(200);
   });
 });
