@@ -1,6 +1,6 @@
 import { expect } from "chai";
-import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { parse } from "yaml";
@@ -158,16 +158,79 @@ describe("docker-compose.yml and the Dockerfile", function () {
     }
   });
 
-  it("puts every service in one profile, production or demo, so that each starts alone", function () {
+  it("puts every service in one profile, production, demo or observability, so that plain `up` starts nothing", function () {
     for (const [name, s] of Object.entries(compose.services)) {
       expect(s.profiles, name).to.have.lengthOf(1);
     }
+    const members = (profile: string) =>
+      Object.keys(compose.services)
+        .filter((n) => compose.services[n]?.profiles?.[0] === profile)
+        .sort();
     for (const [profile, names] of Object.entries(PROFILES)) {
-      const members = Object.keys(compose.services).filter(
-        (n) => compose.services[n]?.profiles?.[0] === profile,
-      );
-      expect(members.sort(), profile).to.deep.equal([names.envoy, names.redis, names.ringfence].sort());
+      expect(members(profile), profile).to.deep.equal([names.envoy, names.redis, names.ringfence].sort());
     }
+    expect(members("observability")).to.deep.equal(["grafana", "prometheus"]);
+  });
+
+  describe("the observability profile", function () {
+    /** The host side of a `./host:container[:ro]` mount, checked to exist, by its container path. */
+    function mounts(s: Service): Map<string, string> {
+      const out = new Map<string, string>();
+      for (const v of s.volumes ?? []) {
+        const [host = "", container = ""] = v.split(":");
+        if (!host.startsWith("./")) continue;
+        expect(existsSync(join(REPO, host)), `${v}: ${host} exists`).to.equal(true);
+        expect(v, `${v} is read-only`).to.match(/:ro$/);
+        out.set(container, host);
+      }
+      return out;
+    }
+
+    it("runs Prometheus with the rules and a scrape of the service's admin port, in both profiles", function () {
+      const prometheus = service("prometheus");
+      const files = mounts(prometheus);
+      expect(files.get("/etc/prometheus/prometheus.yml")).to.equal("./deploy/prometheus/prometheus.yml");
+      expect(files.get("/etc/prometheus/rules.yml")).to.equal("./deploy/prometheus/rules.yml");
+      const config = parse(readFileSync(join(REPO, "deploy/prometheus/prometheus.yml"), "utf8")) as {
+        rule_files: string[];
+        scrape_configs: { job_name: string; static_configs: { targets: string[] }[] }[];
+      };
+      expect(config.rule_files).to.deep.equal(["rules.yml"]);
+      // `ringfence` is production's service and the demo's alias; 9464 is their ADMIN_PORT.
+      const targets = config.scrape_configs.flatMap((c) => c.static_configs.flatMap((t) => t.targets));
+      expect(targets).to.deep.equal([`ringfence:${service("ringfence").environment?.ADMIN_PORT}`]);
+      expect(service("ringfence-demo").environment?.ADMIN_PORT).to.equal("9464");
+      const check = spawnSync(
+        "promtool",
+        ["check", "config", join(REPO, "deploy/prometheus/prometheus.yml")],
+        {
+          encoding: "utf8",
+        },
+      );
+      expect(check.status, `${check.stdout}${check.stderr}`).to.equal(0);
+      expect(prometheus.ports).to.deep.equal(["127.0.0.1:9090:9090"]);
+    });
+
+    it("runs Grafana with the Prometheus data source and the dashboard provisioned", function () {
+      const grafana = service("grafana");
+      const files = mounts(grafana);
+      expect(files.get("/etc/grafana/provisioning")).to.equal("./deploy/grafana/provisioning");
+      const datasources = parse(
+        readFileSync(join(REPO, "deploy/grafana/provisioning/datasources/prometheus.yml"), "utf8"),
+      ) as { datasources: { type: string; url: string; isDefault?: boolean }[] };
+      expect(datasources.datasources).to.have.lengthOf(1);
+      expect(datasources.datasources[0]).to.deep.include({
+        type: "prometheus",
+        url: "http://prometheus:9090",
+        isDefault: true,
+      });
+      const providers = parse(
+        readFileSync(join(REPO, "deploy/grafana/provisioning/dashboards/ringfence.yml"), "utf8"),
+      ) as { providers: { type: string; options: { path: string } }[] };
+      const path = providers.providers[0]?.options.path ?? "";
+      expect(files.get(`${path}/ringfence.json`)).to.equal("./deploy/grafana/ringfence.json");
+      expect(grafana.ports).to.deep.equal(["127.0.0.1:3000:3000"]);
+    });
   });
 
   it("asks for no variable anywhere, since compose substitutes the whole file whatever the profile", function () {
