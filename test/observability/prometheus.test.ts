@@ -185,7 +185,7 @@ describe("deploy/prometheus/rules.yml", () => {
     }
   });
 
-  it("has the alerts decisions section 8.4 lists, each with a severity and a runbook section in docs/operations.md", () => {
+  it("has the eight alerts of the operator kit, each with a severity and a runbook section in docs/operations.md", () => {
     expect(alerts.map((a) => a.alert).sort()).to.deep.equal(
       [
         "RingfenceBalanceExhausted",
