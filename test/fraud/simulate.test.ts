@@ -1,3 +1,4 @@
+import { FRAUD_DEFAULTS } from "../support/fraud.js";
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -22,17 +23,7 @@ import { parseTraffic, TrafficError, type SimulateReport } from "../../src/fraud
 const CONTRACT = ["sends", "blocked", "fraud_sends", "fraud_blocked", "legit_sends", "legit_blocked"];
 
 /** The engine's settings, as docs/fraud.md gives their defaults: the tests rely on them. */
-const FRAUD_ENV = {
-  FRAUD_WINDOW_SECONDS: "3600",
-  FRAUD_NEW_DESTINATION_SENDS: "10",
-  FRAUD_BASELINE_DAYS: "14",
-  FRAUD_BASELINE_SHARE: "0.1",
-  FRAUD_CONVERSION_CREDIT: "2",
-  FRAUD_GRACE_SECONDS: "300",
-  FRAUD_CONVERSION_MIN_SENDS: "20",
-  FRAUD_CONVERSION_DROP: "0.5",
-  FRAUD_PREFIX_DIGITS: "6",
-};
+const FRAUD_ENV = FRAUD_DEFAULTS;
 
 const TENANT = "0b6f1c9e-7d2a-4e55-8c1b-3a9f5e2d4c60";
 const T0 = Date.parse("2025-03-03T09:00:00Z");

@@ -1,3 +1,4 @@
+import { sample } from "../support/metrics.js";
 import { connect, type IncomingHttpHeaders } from "node:http2";
 import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
@@ -12,22 +13,6 @@ import { freePort, startRedis, waitFor } from "../support/redis.js";
 import { startServiceProcess, type ServiceProcess } from "../support/service-process.js";
 import { testRedisUrl } from "../support/hooks.js";
 import { TEST_SECRETS_KEY } from "../support/app.js";
-
-/**
- * The sum of the samples of a Prometheus exposition that carry every one of `labels` (as a
- * PromQL selector picks them, other labels ignored); 0 when none.
- */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  let sum = 0;
-  for (const line of text.split("\n")) {
-    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (m?.[1] !== name) continue;
-    const have = new Set((m[2] ?? "").split(/,(?=[a-zA-Z_]\w*=")/));
-    if (wanted.every((w) => have.has(w))) sum += Number(m[3]);
-  }
-  return sum;
-}
 
 /** A gRPC call over a bare HTTP/2 stream, for what grpc-js clients never send (an expired `grpc-timeout`). */
 async function rawGrpc(

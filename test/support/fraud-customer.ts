@@ -1,3 +1,4 @@
+import { FRAUD_DEFAULTS } from "./fraud.js";
 import type { TestApp } from "./app.js";
 import { SmsReceiver } from "./receivers.js";
 import { rest, type Json, type RestAnswer } from "./rest.js";
@@ -6,17 +7,7 @@ import { rest, type Json, type RestAnswer } from "./rest.js";
  * The fraud settings the fraud tests rely on, set explicitly (the test default turns surges off):
  * a destination gets 3 sends per hour, 2 more for each code entered.
  */
-export const FRAUD_TEST_ENV = {
-  FRAUD_WINDOW_SECONDS: "3600",
-  FRAUD_NEW_DESTINATION_SENDS: "3",
-  FRAUD_BASELINE_DAYS: "14",
-  FRAUD_BASELINE_SHARE: "0.1",
-  FRAUD_CONVERSION_CREDIT: "2",
-  FRAUD_GRACE_SECONDS: "300",
-  FRAUD_CONVERSION_MIN_SENDS: "20",
-  FRAUD_CONVERSION_DROP: "0.5",
-  FRAUD_PREFIX_DIGITS: "6",
-};
+export const FRAUD_TEST_ENV = { ...FRAUD_DEFAULTS, FRAUD_NEW_DESTINATION_SENDS: "3" };
 
 /** A funded account sending codes over REST, V1 and V2, and reading its fraud reports. */
 export class FraudCustomer {

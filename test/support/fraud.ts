@@ -1,3 +1,4 @@
+export { sample } from "./metrics.js";
 import { expect } from "chai";
 import { startTestApp, type TestApp } from "./app.js";
 import { fundedAccount } from "./v1.js";
@@ -22,19 +23,6 @@ export const FRAUD_DEFAULTS: Record<string, string> = {
   FRAUD_PREFIX_DIGITS: "6",
   FRAUD_DECISIONS_MAX: "10000",
 };
-
-/** The sum of the samples of a Prometheus exposition carrying every one of `labels`; 0 when none. */
-export function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  let sum = 0;
-  for (const line of text.split("\n")) {
-    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (m?.[1] !== name) continue;
-    const have = new Set((m[2] ?? "").split(/,(?=[a-zA-Z_]\w*=")/));
-    if (wanted.every((w) => have.has(w))) sum += Number(m[3]);
-  }
-  return sum;
-}
 
 /** One service with an SMS receiver and an admin port, for the fraud engine's tests. */
 export class FraudRig {
