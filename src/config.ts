@@ -238,6 +238,9 @@ const schema = z
     TOKEN_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
     // Wrong account API keys (V1 x-api-key, V2 bearer) from one client address (docs/settings.md#session-abuse-limits).
     API_KEY_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
+    // Failed password logins per app and identifier, and per client address (docs/session-api.md#password-login).
+    PASSWORD_FAILURES_IDENTIFIER: window.default({ limit: 10, windowSeconds: 900 }),
+    PASSWORD_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
     // gRPC peers (Envoy) whose x-forwarded-for names the client; empty: every caller is its own peer.
     TRUSTED_PROXY_CIDRS: cidrs.default([]),
     // Caller-supplied URLs may reach private or reserved addresses only inside these (section 7).
@@ -628,6 +631,20 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     text:
       "Wrong account API keys (V1 `x-api-key`, V2 bearer) per client address; while the window is full " +
       "its wrong keys get 429 (V1: 400 `bad_request`) with `Retry-After`, and a right key is still served.",
+  },
+  PASSWORD_FAILURES_IDENTIFIER: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text:
+      "Failed password logins (`POST /v1/session/login/password`) per app and identifier; while the window " +
+      "is full every password login of that identifier, right or wrong, gets 429 `too_many_attempts` with `Retry-After`.",
+  },
+  PASSWORD_FAILURES_IP: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text:
+      "Failed password logins per client address, across apps; while the window is full every password " +
+      "login from that address, right or wrong, gets 429 `too_many_attempts` with `Retry-After`.",
   },
   WEBHOOK_TIMEOUT_MS: { section: "webhooks", text: "Time a receiver has to answer one delivery." },
   WEBHOOK_BACKOFF_BASE_MS: {

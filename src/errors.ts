@@ -62,6 +62,8 @@ export const ERRORS = {
   unauthorized: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
   // Session service (docs/session-api.md#session-errors): `{code, message}` bodies.
   invalid_token: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
+  // A password login whose identifier, user or password is wrong: one answer for all three.
+  invalid_credentials: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
   insufficient_scope: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
   scope_not_allowed: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
   invalid_stepup_config: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },

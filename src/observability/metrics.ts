@@ -11,6 +11,9 @@ export type Channel = "sms" | "email";
  */
 export type EmailFailure = "refused" | "unavailable";
 
+/** How a password login ended, for its counter. */
+export type PasswordLoginOutcome = "success" | "invalid_credentials" | "too_many_attempts";
+
 /** Seconds: from a cached lookup (about 1 ms) to a provider call near its timeout. */
 const CALL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** Seconds: a Redis PING answers in well under a millisecond on a healthy network. */
@@ -32,6 +35,7 @@ export class Metrics {
   private readonly emailSent: Counter<"provider">;
   private readonly emailFailed: Counter<"provider" | "reason">;
   private readonly webhooks: Counter<"outcome">;
+  private readonly passwordLogins: Counter<"outcome">;
   private readonly redisErrors: Counter<"kind">;
   private readonly redisPing: Histogram;
   private readonly fraudDecisions: Counter<"api" | "action" | "rule">;
@@ -117,6 +121,12 @@ export class Metrics {
     this.webhooks = new Counter({
       name: "ringfence_webhook_deliveries_total",
       help: "Webhook delivery attempts by outcome: delivered, retry (to be tried again), dropped (given up or refused)",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.passwordLogins = new Counter({
+      name: "ringfence_password_logins_total",
+      help: "Password logins by outcome: success, invalid_credentials (a wrong password, identifier or a user without one), too_many_attempts (refused by a failure window)",
       labelNames: ["outcome"],
       registers,
     });
@@ -206,6 +216,11 @@ export class Metrics {
 
   webhook(outcome: "delivered" | "retry" | "dropped"): void {
     this.webhooks.inc({ outcome });
+  }
+
+  /** One password login's outcome. */
+  passwordLogin(outcome: PasswordLoginOutcome): void {
+    this.passwordLogins.inc({ outcome });
   }
 
   redisError(): void {

@@ -70,6 +70,14 @@ export class WindowKeys {
   addressTokenFailures(subject: string): string {
     return this.rl(`ip:${subject}`, "token-failures");
   }
+  /** Failed password logins to one identifier of an app (its value compared without case). */
+  passwordFailures(appId: string, type: string, value: string): string {
+    return this.rl(appId, "pwd-failures", type, value.toLowerCase());
+  }
+  /** Failed password logins from one address (its limit subject), across apps. */
+  addressPasswordFailures(subject: string): string {
+    return this.rl(`ip:${subject}`, "pwd-failures");
+  }
   /** Failed API keys from one address (its limit subject). */
   apiKeyFailures(subject: string): string {
     return this.rl(`ip:${subject}`, "apikey-failures");

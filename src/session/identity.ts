@@ -46,3 +46,6 @@ export function readIdentifier(id: { type: string; value: string } | undefined):
 export function codeLoginAmr(identifier: Identifier): string[] {
   return identifier.type === "phone_number" ? ["otp", "sms"] : ["otp"];
 }
+
+/** The `amr` of a password login (RFC 8176 `pwd`). */
+export const PASSWORD_LOGIN_AMR: readonly string[] = ["pwd"];

@@ -8,6 +8,7 @@ import { bindService, handlersOf, type Authenticator } from "../rpc/binding.js";
 import { CALLERS, SUCCESS_STATUSES } from "../rpc/surface.js";
 import { StepUpChallenges } from "../stepup/challenges.js";
 import { CodeSender } from "./delivery.js";
+import { PasswordChecker, PasswordFailures } from "./password-login.js";
 import { sessionHandlers } from "./service.js";
 import { sessionAuthenticator, type Caller } from "./tokens.js";
 
@@ -18,7 +19,7 @@ export interface SessionModule extends Module {
   codes: CodeSender;
 }
 
-/** Users and their sessions: code logins, refreshes (a step-up token's among them), logout. */
+/** Users and their sessions: code and password logins, refreshes (a step-up token's among them), logout. */
 export function sessionModule(
   r: Registry,
   d: { messaging: MessagingModule; apps: AppsModule; oauth: OAuthModule },
@@ -48,6 +49,12 @@ export function sessionModule(
     keySet: d.oauth.keySet,
     codes,
     events: d.apps.events,
+    passwordFailures: new PasswordFailures(r.redis, r.keys, {
+      perIdentifier: r.config.PASSWORD_FAILURES_IDENTIFIER,
+      perAddress: r.config.PASSWORD_FAILURES_IP,
+    }),
+    passwords: new PasswordChecker(r.users, r.log),
+    metrics: r.metrics,
   });
   const authenticate = sessionAuthenticator({
     keySet: d.oauth.keySet,

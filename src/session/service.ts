@@ -12,13 +12,16 @@ import type { AppEvents } from "../apps/webhooks.js";
 import type { SigningKeys } from "../oauth/keys/signing-keys.js";
 import type { CachedKeySet } from "../oauth/keys/key-set.js";
 import { checkChallenge, issueChallenge } from "../otp/challenge.js";
-import { codeLoginAmr, PASSWORD_SCOPE, readIdentifier } from "./identity.js";
+import { codeLoginAmr, PASSWORD_LOGIN_AMR, PASSWORD_SCOPE, readIdentifier } from "./identity.js";
 import type { ChallengeStore } from "./challenges.js";
 import type { CodeSender } from "./delivery.js";
 import { readToken, type SessionLogin, type SessionStore } from "./sessions.js";
 import { issueSessionToken, userOf } from "./tokens.js";
 import type { UserStore } from "./users.js";
 import type { StepUpChallenges } from "../stepup/challenges.js";
+import { PASSWORD_LENGTH } from "../stepup/password.js";
+import type { Metrics } from "../observability/metrics.js";
+import { invalidCredentials, type PasswordChecker, type PasswordFailures } from "./password-login.js";
 
 export interface SessionDeps {
   config: Config;
@@ -36,6 +39,10 @@ export interface SessionDeps {
   keySet: CachedKeySet;
   codes: CodeSender;
   events: AppEvents;
+  /** Password logins: the failure windows, and the check of a password against its hash. */
+  passwordFailures: PasswordFailures;
+  passwords: PasswordChecker;
+  metrics: Pick<Metrics, "passwordLogin">;
 }
 
 export interface TokenSet {
@@ -46,7 +53,8 @@ export interface TokenSet {
 }
 
 /** What sessions bring to their contract; its app operation (createAppWebhook) is src/apps/'s. */
-export type SessionMethod = "startOtpLogin" | "checkOtpLogin" | "refreshSession" | "logout" | "getMe";
+export type SessionMethod =
+  "startOtpLogin" | "checkOtpLogin" | "loginWithPassword" | "refreshSession" | "logout" | "getMe";
 
 /** The caller-facing contract of sessions: login, refresh, logout and the caller's own account. */
 export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionServiceService, SessionMethod> {
@@ -147,6 +155,43 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
         refreshToken,
         opened.login,
       );
+    },
+
+    async loginWithPassword(req, ctx) {
+      noStore(ctx);
+      // Bad input is refused before any window is taken: it says nothing about a password.
+      if (req.appId === "") throw badField("app_id", "is required");
+      const identifier = readIdentifier(req.identifier);
+      if (req.password === "") throw badField("password", "is required");
+      if (Array.from(req.password).length > PASSWORD_LENGTH.max) {
+        throw badField("password", `must be at most ${PASSWORD_LENGTH.max} characters`);
+      }
+      const app = await deps.apps.get(req.appId);
+      if (app === undefined) throw badField("app_id", "unknown app");
+      let attempt;
+      try {
+        attempt = await deps.passwordFailures.begin(app.appId, identifier, ctx.clientAddress);
+      } catch (err) {
+        if (err instanceof RingfenceError && err.code === "too_many_attempts") {
+          deps.metrics.passwordLogin("too_many_attempts");
+        }
+        throw err;
+      }
+      const user = await deps.passwords.check(app.appId, identifier, req.password);
+      if (user === undefined) {
+        deps.metrics.passwordLogin("invalid_credentials");
+        throw invalidCredentials();
+      }
+      await attempt.succeeded();
+      const jti = randomUUID();
+      const opened = await deps.sessions.open(user.userId, app.appId, jti, { amr: [...PASSWORD_LOGIN_AMR] });
+      await deps.events.emit(app.appId, "session.created", {
+        user_id: user.userId,
+        session_id: opened.sessionId,
+        new_user: false,
+      });
+      deps.metrics.passwordLogin("success");
+      return tokens(user.userId, opened.sessionId, app.appId, [], jti, opened.refreshToken, opened.login);
     },
 
     async refreshSession(req, ctx) {

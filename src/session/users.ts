@@ -42,6 +42,21 @@ export class UserStore {
   }
 
   async get(userId: string): Promise<User | undefined> {
+    return (await this.read(userId))?.user;
+  }
+
+  /** The user holding the identifier and its password hash (argon2id), for a password login. */
+  async credentials(
+    appId: string,
+    id: Identifier,
+  ): Promise<{ user: User; passwordHash: string | undefined } | undefined> {
+    const userId = await this.redis.get(this.indexKey(appId, id));
+    const found = userId === null ? undefined : await this.read(userId);
+    // The index is the app's; checking the user's app as well costs nothing.
+    return found?.user.appId === appId ? found : undefined;
+  }
+
+  private async read(userId: string): Promise<{ user: User; passwordHash: string | undefined } | undefined> {
     if (!/^usr_[A-Za-z0-9_-]{22}$/.test(userId)) return undefined;
     const h = await this.redis.hgetall(this.key(userId));
     if (h.app_id === undefined) return undefined;
@@ -50,7 +65,10 @@ export class UserStore {
       const value = h[type];
       if (value !== undefined) identifiers.push({ type, value });
     }
-    return { userId, appId: h.app_id, identifiers, hasPassword: h.password_hash !== undefined };
+    return {
+      user: { userId, appId: h.app_id, identifiers, hasPassword: h.password_hash !== undefined },
+      passwordHash: h.password_hash,
+    };
   }
 
   /**

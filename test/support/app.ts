@@ -55,6 +55,8 @@ const ABUSE_LIMITS_OFF = {
   TOKEN_FAILURES_CLIENT: "off",
   TOKEN_FAILURES_IP: "off",
   API_KEY_FAILURES_IP: "off",
+  PASSWORD_FAILURES_IDENTIFIER: "off",
+  PASSWORD_FAILURES_IP: "off",
   ...FRAUD_SURGES_OFF,
   // Test receivers, hooks and key sets live on loopback (test/net/outbound.test.ts sets it empty).
   OUTBOUND_ALLOWED_CIDRS: "127.0.0.0/8,::1/128",

@@ -71,6 +71,33 @@ export interface CheckOtpLoginResponse {
   scope: string;
 }
 
+/** LoginWithPasswordRequest names the app, the user's identifier and the password. */
+export interface LoginWithPasswordRequest {
+  /** The app. Required. */
+  appId: string;
+  /** The user's identifier. Required. */
+  identifier:
+    | Identifier
+    | undefined;
+  /** The user's password, as set by the password change (at most 128 characters). Required. */
+  password: string;
+}
+
+/** LoginWithPasswordResponse is the new session's tokens, as CheckOtpLoginResponse. */
+export interface LoginWithPasswordResponse {
+  /**
+   * Short-lived JWT, header typ session+jwt, with sub, session_id, app_id, scope, amr ["pwd"],
+   * auth_time and no client_id.
+   */
+  accessToken: string;
+  /** Single-use refresh token; a reused one revokes the session. */
+  refreshToken: string;
+  /** Lifetime of the access token, seconds. */
+  expiresIn: number;
+  /** Space-separated scopes of the access token (none at login). */
+  scope: string;
+}
+
 /** RefreshSessionRequest holds exactly one of the two tokens. */
 export interface RefreshSessionRequest {
   /** A refresh token from the last answer. */
@@ -411,6 +438,153 @@ export const CheckOtpLoginResponse: MessageFns<CheckOtpLoginResponse> = {
     try {
       const end = length === undefined ? reader.len : reader.pos + length;
       const message = createBaseCheckOtpLoginResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.accessToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.refreshToken = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.expiresIn = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.scope = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseLoginWithPasswordRequest(): LoginWithPasswordRequest {
+  return { appId: "", identifier: undefined, password: "" };
+}
+
+export const LoginWithPasswordRequest: MessageFns<LoginWithPasswordRequest> = {
+  encode(message: LoginWithPasswordRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.appId !== "") {
+      writer.uint32(10).string(message.appId);
+    }
+    if (message.identifier !== undefined) {
+      Identifier.encode(message.identifier, writer.uint32(18).fork()).join();
+    }
+    if (message.password !== "") {
+      writer.uint32(26).string(message.password);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginWithPasswordRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginWithPasswordRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.identifier = Identifier.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.password = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseLoginWithPasswordResponse(): LoginWithPasswordResponse {
+  return { accessToken: "", refreshToken: "", expiresIn: 0, scope: "" };
+}
+
+export const LoginWithPasswordResponse: MessageFns<LoginWithPasswordResponse> = {
+  encode(message: LoginWithPasswordResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.accessToken !== "") {
+      writer.uint32(10).string(message.accessToken);
+    }
+    if (message.refreshToken !== "") {
+      writer.uint32(18).string(message.refreshToken);
+    }
+    if (message.expiresIn !== 0) {
+      writer.uint32(24).int32(message.expiresIn);
+    }
+    if (message.scope !== "") {
+      writer.uint32(34).string(message.scope);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginWithPasswordResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginWithPasswordResponse();
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
@@ -916,8 +1090,8 @@ export const CreateAppWebhookResponse: MessageFns<CreateAppWebhookResponse> = {
 };
 
 /**
- * SessionService logs users in with a one-time code (SMS or email), refreshes and ends their
- * sessions, and lets apps subscribe to session and token events.
+ * SessionService logs users in with a one-time code (SMS or email) or a password, refreshes and
+ * ends their sessions, and lets apps subscribe to session and token events.
  *
  * User calls take `authorization: Bearer <session access token>`; the session lives in Redis, so
  * logout and scope consumption apply at once. Errors are `{code, message}`.
@@ -945,6 +1119,24 @@ export const SessionServiceService = {
     responseSerialize: (value: CheckOtpLoginResponse): Buffer =>
       Buffer.from(CheckOtpLoginResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): CheckOtpLoginResponse => CheckOtpLoginResponse.decode(value),
+  },
+  /**
+   * LoginWithPassword checks a user's password and opens a session, answered as CheckOtpLogin
+   * (the access token's amr is ["pwd"]). A wrong password, an unknown identifier and a user
+   * without a password all answer 401 invalid_credentials alike. Failures are limited per app and
+   * identifier (PASSWORD_FAILURES_IDENTIFIER) and per client address (PASSWORD_FAILURES_IP): while
+   * a window is full every attempt, right or wrong, is 429 too_many_attempts with Retry-After.
+   */
+  loginWithPassword: {
+    path: "/ringfence.session.v1.SessionService/LoginWithPassword" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: LoginWithPasswordRequest): Buffer =>
+      Buffer.from(LoginWithPasswordRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): LoginWithPasswordRequest => LoginWithPasswordRequest.decode(value),
+    responseSerialize: (value: LoginWithPasswordResponse): Buffer =>
+      Buffer.from(LoginWithPasswordResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LoginWithPasswordResponse => LoginWithPasswordResponse.decode(value),
   },
   /** RefreshSession rotates a refresh token, or redeems a step-up token, for a new access token. */
   refreshSession: {
@@ -997,6 +1189,14 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   startOtpLogin: handleUnaryCall<StartOtpLoginRequest, StartOtpLoginResponse>;
   /** CheckOtpLogin checks the login code and opens a session; the user is created on first login. */
   checkOtpLogin: handleUnaryCall<CheckOtpLoginRequest, CheckOtpLoginResponse>;
+  /**
+   * LoginWithPassword checks a user's password and opens a session, answered as CheckOtpLogin
+   * (the access token's amr is ["pwd"]). A wrong password, an unknown identifier and a user
+   * without a password all answer 401 invalid_credentials alike. Failures are limited per app and
+   * identifier (PASSWORD_FAILURES_IDENTIFIER) and per client address (PASSWORD_FAILURES_IP): while
+   * a window is full every attempt, right or wrong, is 429 too_many_attempts with Retry-After.
+   */
+  loginWithPassword: handleUnaryCall<LoginWithPasswordRequest, LoginWithPasswordResponse>;
   /** RefreshSession rotates a refresh token, or redeems a step-up token, for a new access token. */
   refreshSession: handleUnaryCall<RefreshSessionRequest, RefreshSessionResponse>;
   /** Logout ends the caller's session. */
@@ -1039,6 +1239,28 @@ export interface SessionServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CheckOtpLoginResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * LoginWithPassword checks a user's password and opens a session, answered as CheckOtpLogin
+   * (the access token's amr is ["pwd"]). A wrong password, an unknown identifier and a user
+   * without a password all answer 401 invalid_credentials alike. Failures are limited per app and
+   * identifier (PASSWORD_FAILURES_IDENTIFIER) and per client address (PASSWORD_FAILURES_IP): while
+   * a window is full every attempt, right or wrong, is 429 too_many_attempts with Retry-After.
+   */
+  loginWithPassword(
+    request: LoginWithPasswordRequest,
+    callback: (error: ServiceError | null, response: LoginWithPasswordResponse) => void,
+  ): ClientUnaryCall;
+  loginWithPassword(
+    request: LoginWithPasswordRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LoginWithPasswordResponse) => void,
+  ): ClientUnaryCall;
+  loginWithPassword(
+    request: LoginWithPasswordRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LoginWithPasswordResponse) => void,
   ): ClientUnaryCall;
   /** RefreshSession rotates a refresh token, or redeems a step-up token, for a new access token. */
   refreshSession(
