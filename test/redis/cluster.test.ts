@@ -221,6 +221,43 @@ describe("on a Redis Cluster", () => {
     );
   });
 
+  it("logs in with a password and counts its failures, each window on its own slot", async function () {
+    this.timeout(30_000);
+    const limited = await startTestApp({
+      REDIS_CLUSTER_NODES: cluster.nodes,
+      PASSWORD_FAILURES_IDENTIFIER: "2/900",
+      PASSWORD_FAILURES_IP: "5/300",
+    });
+    try {
+      const made = JSON.parse(
+        (await runCli(["apps", "create", "--name", "P"], cliEnv(limited.config))).stdout,
+      ) as {
+        app_id: string;
+      };
+      const phones = ["+33612345001", "+33612345002"];
+      for (const phone of phones) {
+        const user = await runCli(
+          ["users", "create", "--app", made.app_id, "--phone", phone, "--password", "cluster-passw0rd"],
+          cliEnv(limited.config),
+        );
+        expect(user.code, user.stderr).to.equal(0);
+      }
+      const login = (phone: string, password: string) =>
+        rest(limited.baseUrl).post("/v1/session/login/password", {
+          app_id: made.app_id,
+          identifier: { type: "phone_number", value: phone },
+          password,
+        });
+      expect((await login(phones[0] ?? "", "wrong-passw0rd")).status).to.equal(401);
+      expect((await login(phones[0] ?? "", "wrong-passw0rd")).status).to.equal(401);
+      expect((await login(phones[0] ?? "", "cluster-passw0rd")).status).to.equal(429);
+      const other = await login(phones[1] ?? "", "cluster-passw0rd");
+      expect(other.status, other.text).to.equal(200);
+    } finally {
+      await limited.stop();
+    }
+  });
+
   it("keeps accounts, runs their scripts and serves lookups over REST and gRPC", async () => {
     const { accounts, lookupData } = app.registry;
     const made = await Promise.all(
