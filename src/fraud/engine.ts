@@ -3,7 +3,7 @@ import type { Logger } from "../log.js";
 import { errorMessage } from "../log.js";
 import type { NumberFacts, ParsedNumber } from "../lookup/numbers.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { RedisClient } from "../redis/client.js";
+import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
 import { FraudKeys } from "./keys.js";
 
@@ -185,7 +185,7 @@ export class FraudEngine {
   constructor(
     private readonly deps: {
       redis: RedisClient;
-      keys: import("../redis/client.js").Keys;
+      keys: Keys;
       config: FraudSettings;
       metrics?: Metrics;
       log?: Logger;
