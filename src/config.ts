@@ -109,6 +109,7 @@ const schema = z
       .optional(),
     V1_AFTER_SUNSET: z.enum(["serve", "gone"]).default("serve"),
     ACCESS_TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86_400).default(3_600),
+    DPOP_PROOF_MAX_AGE_SECONDS: z.coerce.number().int().min(5).max(600).default(60),
     SESSION_TOKEN_TTL_SECONDS: z.coerce.number().int().min(30).max(86_400).default(900),
     REFRESH_TOKEN_TTL_SECONDS: z.coerce
       .number()
@@ -436,6 +437,12 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
       "key, with one line naming `SECRETS_KEY` (the CLI exits 2).",
   },
   ACCESS_TOKEN_TTL_SECONDS: { section: "tokens", text: "Lifetime of server (client-credentials) tokens." },
+  DPOP_PROOF_MAX_AGE_SECONDS: {
+    section: "tokens",
+    text:
+      "How far a DPoP proof's `iat` may be from now, either way, at the token endpoint; its `jti` is " +
+      "refused again for twice as long ([session-api.md](session-api.md#dpop)).",
+  },
   SESSION_TOKEN_TTL_SECONDS: { section: "tokens", text: "Lifetime of user access tokens." },
   REFRESH_TOKEN_TTL_SECONDS: {
     section: "tokens",

@@ -79,6 +79,8 @@ export const ERRORS = {
   unauthorized_client: { grpc: GrpcStatus.PERMISSION_DENIED, http: 400 },
   unsupported_grant_type: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   invalid_scope: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  // RFC 9449 section 5: a DPoP proof the token endpoint does not accept.
+  invalid_dpop_proof: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
 } as const satisfies Record<string, { grpc: GrpcStatus; http: number }>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -127,6 +129,7 @@ export const OAUTH_ERROR_CODES = [
   "unauthorized_client",
   "unsupported_grant_type",
   "invalid_scope",
+  "invalid_dpop_proof",
 ] as const satisfies readonly ErrorCode[];
 
 /**

@@ -149,8 +149,10 @@ describe("error mapping", () => {
     ["unauthorized_client", 400],
     ["unsupported_grant_type", 400],
     ["invalid_scope", 400],
+    // RFC 9449 section 5.
+    ["invalid_dpop_proof", 400],
   ];
-  it("knows every RFC 6749 token error code", () => {
+  it("knows every RFC 6749 token error code, and RFC 9449's", () => {
     expect([...OAUTH_ERROR_CODES].sort()).to.deep.equal(oauthDecided.map(([c]) => c).sort());
   });
   for (const [code, http] of oauthDecided) {

@@ -82,6 +82,15 @@ export class OutboundGuard {
   }
 
   /**
+   * Whether an address is inside OUTBOUND_ALLOWED_CIDRS: a host the operator named, which may be
+   * reached over plain http where https is otherwise required (a `jwks_uri`).
+   */
+  listed(address: string): boolean {
+    const a = normalizeAddress(address);
+    return isIP(a) !== 0 && contains(this.allowed, a);
+  }
+
+  /**
    * A URL a caller registers: http(s), no credentials, and a host whose every address is allowed.
    * Refusals are 400 bad_request naming `field`.
    */

@@ -1,58 +1,136 @@
 import { RingfenceError } from "../errors.js";
 import type { CallContext } from "../rpc/binding.js";
-import type { AuthenticatedClient, ClientStore } from "./clients.js";
+import { assertedClientId, type ClientAssertions } from "./client-assertion.js";
+import type { AuthenticatedClient, ClientStore, OAuthClient } from "./clients.js";
 import type { TokenFailures } from "./failures.js";
+import { JWT_BEARER_ASSERTION, type TokenEndpointAuthMethod } from "./metadata.js";
+
+export { CLIENT_ASSERTION_ALGORITHMS, DPOP_ALGORITHMS, TOKEN_ENDPOINT_AUTH_METHODS } from "./metadata.js";
 
 /** Where client authentication looks, and where its failures are counted. */
 export interface ClientAuthDeps {
   clients: ClientStore;
   /** Failed client authentications per client_id and per client address (429 past them). */
   failures: TokenFailures;
+  /** `private_key_jwt`: client assertions (RFC 7523). */
+  assertions: ClientAssertions;
 }
 
-/** The client's credentials as the request gave them (RFC 6749 section 2.3.1). */
+/** The client's credentials as the request gave them (RFC 6749 section 2.3.1, RFC 7523). */
 export interface ClientCredentials {
+  /** The form's client_id, Basic's user, or the client an assertion claims to be. */
   clientId: string | undefined;
   secret: string | undefined;
   /** Whether they came in HTTP Basic: a failure then answers with a Basic challenge. */
   basic: boolean;
+  /** The method the request used; undefined when it gave no credentials. */
+  method: TokenEndpointAuthMethod | undefined;
+  /** The client assertion of a `private_key_jwt` request. */
+  assertion?: string | undefined;
 }
 
 const CHALLENGE = { "www-authenticate": 'Basic realm="ringfence"' };
 
 /**
- * The credentials of a token request: HTTP Basic or client_id/client_secret in the form, never
- * both. A malformed Basic header is invalid_client at once.
+ * The credentials of a token request: HTTP Basic, client_id/client_secret in the form, or a
+ * client assertion in the form, never two of them (RFC 6749 section 2.3). A malformed Basic
+ * header is invalid_client at once.
  */
 export function readCredentials(ctx: CallContext, form: Map<string, string>): ClientCredentials {
   const basic = readBasic(ctx.header("authorization"));
+  if (form.has("client_assertion") || form.has("client_assertion_type")) {
+    return readAssertion(form, basic !== undefined);
+  }
   if (basic !== undefined && (form.has("client_id") || form.has("client_secret"))) {
     throw new RingfenceError(
       "invalid_request",
       "use HTTP Basic or client_id/client_secret in the body, not both",
     );
   }
-  if (basic !== undefined) return { ...basic, basic: true };
-  return { clientId: form.get("client_id"), secret: form.get("client_secret"), basic: false };
+  if (basic !== undefined) return { ...basic, basic: true, method: "client_secret_basic" };
+  const secret = form.get("client_secret");
+  return {
+    clientId: form.get("client_id"),
+    secret,
+    basic: false,
+    method: secret === undefined ? undefined : "client_secret_post",
+  };
+}
+
+/** RFC 7523 section 2.2: client_assertion_type and client_assertion, and no other credentials. */
+function readAssertion(form: Map<string, string>, basic: boolean): ClientCredentials {
+  if (basic || form.has("client_secret")) {
+    throw new RingfenceError(
+      "invalid_request",
+      "use one client authentication method, not a secret and an assertion",
+    );
+  }
+  const type = form.get("client_assertion_type");
+  const assertion = form.get("client_assertion");
+  if (type === undefined || assertion === undefined) {
+    throw new RingfenceError("invalid_request", "client_assertion_type and client_assertion go together");
+  }
+  if (type !== JWT_BEARER_ASSERTION) {
+    throw new RingfenceError("invalid_client", `client_assertion_type must be ${JWT_BEARER_ASSERTION}`);
+  }
+  return {
+    clientId: form.get("client_id") ?? assertedClientId(assertion),
+    secret: undefined,
+    basic: false,
+    method: "private_key_jwt",
+    assertion,
+  };
 }
 
 /**
- * Authenticates the client: its stored secret hash against the one given. A failure (no
- * credentials, an unknown client, a wrong secret) is counted in the failure windows and answered
- * 401 invalid_client, or 429 once a window is full; a success is counted nowhere.
+ * Authenticates the client: its stored secret hash against the one given, or its assertion
+ * against its registered keys, by the one method it registered. A failure (no credentials, an
+ * unknown client, a wrong secret, another method than the registered one, a bad or replayed
+ * assertion) is counted in the failure windows and answered 401 invalid_client, or 429 once a
+ * window is full; a success is counted nowhere.
  */
 export async function authenticateClient(
   deps: ClientAuthDeps,
   credentials: ClientCredentials,
   ctx: CallContext,
 ): Promise<AuthenticatedClient> {
-  const { clientId, secret } = credentials;
-  const authenticated =
-    clientId === undefined || secret === undefined
-      ? undefined
-      : await deps.clients.authenticate(clientId, secret);
+  const authenticated = await reauthenticate(deps, credentials, true);
   if (authenticated !== undefined) return authenticated;
   throw await clientAuthFailed(deps, credentials, ctx);
+}
+
+/**
+ * The client of credentials that authenticated before, read again (see ClientStore): undefined
+ * once it is gone. `first` checks an assertion, which is single-use; later readings only look
+ * the client up again.
+ */
+export async function reauthenticate(
+  deps: ClientAuthDeps,
+  credentials: ClientCredentials,
+  first = false,
+): Promise<AuthenticatedClient | undefined> {
+  const { clientId, secret, assertion, method } = credentials;
+  if (clientId === undefined || method === undefined) return undefined;
+  let authenticated: AuthenticatedClient | undefined;
+  if (assertion !== undefined) {
+    authenticated = first
+      ? await deps.assertions.verify(deps.clients, clientId, assertion)
+      : await deps.clients.find(clientId);
+  } else if (secret !== undefined) {
+    authenticated = await deps.clients.authenticate(clientId, secret);
+  }
+  return authenticated !== undefined && usesItsMethod(authenticated.client, method)
+    ? authenticated
+    : undefined;
+}
+
+/**
+ * A client authenticates only by the method it registered; one registered before clients chose
+ * one takes either secret method.
+ */
+function usesItsMethod(client: OAuthClient, method: TokenEndpointAuthMethod): boolean {
+  if (client.authMethod === undefined) return method !== "private_key_jwt";
+  return client.authMethod === method;
 }
 
 /** Counts a failed authentication; the error to answer it with. */

@@ -3,6 +3,8 @@ import { performance } from "node:perf_hooks";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
+import type { PublicJwks } from "./client-keys.js";
+import { TOKEN_ENDPOINT_AUTH_METHODS, type TokenEndpointAuthMethod } from "./metadata.js";
 
 export const GRANT_TYPES = ["client_credentials"] as const;
 export const CLIENT_SECRET_PURPOSE = "oauth-client-secret";
@@ -16,10 +18,20 @@ export interface OAuthClient {
   scopes: string[];
   grantTypes: string[];
   issuedAt: number;
+  /**
+   * The one way the client may authenticate. Undefined for a client registered before clients
+   * chose one: either secret method, as when it was registered.
+   */
+  authMethod: TokenEndpointAuthMethod | undefined;
+  /** A `private_key_jwt` client's inline public keys. */
+  jwks?: PublicJwks | undefined;
+  /** A `private_key_jwt` client's key set URL. */
+  jwksUri?: string | undefined;
 }
 
 interface StoredClient extends OAuthClient {
-  secretHash: string;
+  /** None for a `private_key_jwt` client. */
+  secretHash: string | undefined;
 }
 
 /**
@@ -86,11 +98,14 @@ export class ClientStore {
     return this.keys.key("client", clientId);
   }
 
+  /** Registers a client; a `private_key_jwt` one gets no secret. */
   async create(
-    input: Omit<OAuthClient, "clientId" | "issuedAt">,
-  ): Promise<{ client: OAuthClient; secret: string }> {
+    input: Omit<OAuthClient, "clientId" | "issuedAt" | "authMethod"> & {
+      authMethod: TokenEndpointAuthMethod;
+    },
+  ): Promise<{ client: OAuthClient; secret: string | undefined }> {
     const clientId = `rfc_${randomBytes(16).toString("base64url")}`;
-    const secret = newSecret("rfs");
+    const secret = input.authMethod === "private_key_jwt" ? undefined : newSecret("rfs");
     const client: OAuthClient = { ...input, clientId, issuedAt: Math.floor(Date.now() / 1000) };
     await this.redis.hset(this.key(clientId), {
       app_id: client.appId,
@@ -100,7 +115,10 @@ export class ClientStore {
       scopes: JSON.stringify(client.scopes),
       grant_types: JSON.stringify(client.grantTypes),
       issued_at: String(client.issuedAt),
-      secret_hash: this.secrets.hash(CLIENT_SECRET_PURPOSE, secret),
+      token_endpoint_auth_method: input.authMethod,
+      ...(secret === undefined ? {} : { secret_hash: this.secrets.hash(CLIENT_SECRET_PURPOSE, secret) }),
+      ...(client.jwks === undefined ? {} : { jwks: JSON.stringify(client.jwks) }),
+      ...(client.jwksUri === undefined ? {} : { jwks_uri: client.jwksUri }),
     });
     return { client, secret };
   }
@@ -121,6 +139,20 @@ export class ClientStore {
       reading?.client.secretHash ?? UNKNOWN_HASH,
     );
     if (reading === undefined || !ok) return undefined;
+    return this.vouching(reading);
+  }
+
+  /**
+   * The client, when it exists, with no secret checked: for a client that proved itself
+   * otherwise (a signed assertion), from a reading that vouches for it now.
+   */
+  async find(clientId: string): Promise<AuthenticatedClient | undefined> {
+    if (!CLIENT_ID.test(clientId)) return undefined;
+    const reading = await this.read(clientId);
+    return reading === undefined ? undefined : this.vouching(reading);
+  }
+
+  private vouching(reading: Reading): AuthenticatedClient {
     const { secretHash: _hash, ...client } = reading.client;
     const { readAt } = reading;
     return { client, fresh: () => this.clock() - readAt < CLIENT_READING_MS };
@@ -195,17 +227,26 @@ export class ClientStore {
 const UNKNOWN_HASH = "0".repeat(64);
 
 function decodeClient(clientId: string, h: Record<string, string>): StoredClient | undefined {
-  if (h.secret_hash === undefined) return undefined;
+  const method = h.token_endpoint_auth_method;
+  // A client is whole with its secret, or with its keys for private_key_jwt.
+  if (h.app_id === undefined || (h.secret_hash === undefined && method !== "private_key_jwt")) {
+    return undefined;
+  }
   const list = (v: string | undefined) => JSON.parse(v ?? "[]") as string[];
   return {
     clientId,
-    appId: h.app_id ?? "",
+    appId: h.app_id,
     clientName: h.client_name ?? "",
     providerUrl: h.provider_url ?? "",
     redirectUris: list(h.redirect_uris),
     scopes: list(h.scopes),
     grantTypes: list(h.grant_types),
     issuedAt: Number(h.issued_at ?? "0"),
+    authMethod: (TOKEN_ENDPOINT_AUTH_METHODS as readonly string[]).includes(method ?? "")
+      ? (method as TokenEndpointAuthMethod)
+      : undefined,
+    jwks: h.jwks === undefined ? undefined : (JSON.parse(h.jwks) as PublicJwks),
+    jwksUri: h.jwks_uri,
     secretHash: h.secret_hash,
   };
 }

@@ -6,13 +6,17 @@ import {
   authenticateClient,
   clientAuthFailed,
   readCredentials,
+  reauthenticate,
   type ClientAuthDeps,
   type ClientCredentials,
 } from "./client-auth.js";
 import type { AuthenticatedClient } from "./clients.js";
+import type { CheckedProof, DpopProofs } from "./dpop.js";
 
 export interface TokenDeps extends ClientAuthDeps {
   keys: SigningKeys;
+  /** DPoP proofs (RFC 9449): a request with one gets a token bound to its key. */
+  dpop: DpopProofs;
   issuer: string;
   lifetimeSeconds: number;
   now?: () => number;
@@ -20,7 +24,7 @@ export interface TokenDeps extends ClientAuthDeps {
 
 export interface TokenAnswer {
   accessToken: string;
-  tokenType: "Bearer";
+  tokenType: "Bearer" | "DPoP";
   expiresIn: number;
   scope: string;
 }
@@ -32,7 +36,9 @@ const MAX_READINGS = 3;
 /**
  * POST /v1/session/oauth/token with grant_type=client_credentials (RFC 6749 section 4.4): read
  * the form and the client's credentials (section 2.3.1), check the grant type and the scope's
- * syntax, authenticate the client, check that it may use this grant and these scopes, sign.
+ * syntax and a DPoP proof when there is one, authenticate the client, check that it may use this
+ * grant and these scopes, spend the proof, sign. Without a DPoP proof nothing is added to the
+ * path of a client with a secret.
  */
 export async function clientCredentialsGrant(
   deps: TokenDeps,
@@ -52,6 +58,8 @@ export async function clientCredentialsGrant(
     throw new RingfenceError("unsupported_grant_type", `grant_type ${quote(grantType)} is not supported`);
   }
   const requested = readScope(form.get("scope"));
+  const proofHeader = ctx.header("dpop");
+  const proof = proofHeader === undefined ? undefined : await deps.dpop.check(proofHeader, "POST");
 
   const authenticated = await authenticateClient(deps, credentials, ctx);
   const { client } = authenticated;
@@ -62,6 +70,8 @@ export async function clientCredentialsGrant(
   if (unknown !== undefined) {
     throw new RingfenceError("invalid_scope", `scope ${quote(unknown)} is not registered for this client`);
   }
+
+  if (proof !== undefined) await deps.dpop.spend(proof);
 
   const iat = Math.floor((deps.now ?? Date.now)() / 1000);
   const scope = requested.join(" ");
@@ -76,9 +86,15 @@ export async function clientCredentialsGrant(
     iat,
     exp: iat + deps.lifetimeSeconds,
     jti: randomUUID(),
+    // RFC 9449 section 6.1: bound to the proof's key.
+    ...(proof === undefined ? {} : { cnf: { jkt: proof.jkt } }),
   });
   await stillVouched(deps, authenticated, credentials, ctx);
-  return { accessToken, tokenType: "Bearer", expiresIn: deps.lifetimeSeconds, scope };
+  return { accessToken, tokenType: tokenTypeOf(proof), expiresIn: deps.lifetimeSeconds, scope };
+}
+
+function tokenTypeOf(proof: CheckedProof | undefined): "Bearer" | "DPoP" {
+  return proof === undefined ? "Bearer" : "DPoP";
 }
 
 /**
@@ -98,7 +114,7 @@ async function stillVouched(
         "retry-after": "1",
       });
     }
-    current = await deps.clients.authenticate(credentials.clientId ?? "", credentials.secret ?? "");
+    current = await reauthenticate(deps, credentials);
   }
   if (current === undefined) throw await clientAuthFailed(deps, credentials, ctx);
 }

@@ -4,6 +4,9 @@ import type { Module } from "../lifecycle/module.js";
 import type { Registry } from "../registry.js";
 import { bindService, handlersOf } from "../rpc/binding.js";
 import { CALLERS, SUCCESS_STATUSES } from "../rpc/surface.js";
+import { ClientAssertions } from "./client-assertion.js";
+import { ClientKeySets } from "./client-keys.js";
+import { DpopProofs } from "./dpop.js";
 import { TokenFailures } from "./failures.js";
 import { CachedKeySet } from "./keys/key-set.js";
 import { oauthHandlers } from "./service.js";
@@ -26,6 +29,8 @@ export function oauthModule(r: Registry, apps: AppsModule): OAuthModule {
       perClient: r.config.TOKEN_FAILURES_CLIENT,
       perAddress: r.config.TOKEN_FAILURES_IP,
     }),
+    ...proofChecks(r),
+    outbound: r.outbound,
     keys: r.signingKeys,
     issuer: r.config.ISSUER_URL,
     lifetimeSeconds: r.config.ACCESS_TOKEN_TTL_SECONDS,
@@ -49,5 +54,29 @@ export function oauthModule(r: Registry, apps: AppsModule): OAuthModule {
       await r.signingKeys.current();
     },
     watched: [r.signingKeys],
+  };
+}
+
+/**
+ * What client authentication and the token endpoint check beyond secrets: `private_key_jwt`
+ * client assertions (their keys fetched through the outbound guard) and DPoP proofs.
+ */
+export function proofChecks(r: Registry): { assertions: ClientAssertions; dpop: DpopProofs } {
+  const issuer = r.config.ISSUER_URL;
+  const tokenEndpoint = `${issuer}/v1/session/oauth/token`;
+  return {
+    assertions: new ClientAssertions({
+      redis: r.redis,
+      keys: r.keys,
+      keySets: new ClientKeySets({ fetch: r.outbound.fetch }),
+      issuer,
+      tokenEndpoint,
+    }),
+    dpop: new DpopProofs({
+      redis: r.redis,
+      keys: r.keys,
+      htu: tokenEndpoint,
+      maxAgeSeconds: r.config.DPOP_PROOF_MAX_AGE_SECONDS,
+    }),
   };
 }

@@ -7,11 +7,16 @@ import { SCOPE } from "../apps/app.js";
 import { httpUrlField } from "../net/validate.js";
 import type { AppStore } from "../apps/store.js";
 import type { AppEvents } from "../apps/webhooks.js";
+import type { OutboundGuard } from "../net/outbound.js";
 import { GRANT_TYPES, type ClientStore } from "./clients.js";
 import { clientCredentialsGrant, type TokenDeps } from "./grant.js";
+import { CLIENT_ASSERTION_ALGORITHMS, DPOP_ALGORITHMS, TOKEN_ENDPOINT_AUTH_METHODS } from "./metadata.js";
+import { clientAuthMethod } from "./registration.js";
 
 export interface OAuthDeps extends TokenDeps {
   apps: AppStore;
+  /** Checks a `private_key_jwt` client's jwks_uri at registration. */
+  outbound: Pick<OutboundGuard, "checkUrl" | "listed">;
   /** App webhooks: `client.created` and `client.deleted` (never with a secret). */
   events?: AppEvents;
 }
@@ -44,8 +49,10 @@ export function oauthHandlers(
       const app = appOf(ctx);
       const parsed = NewClient.safeParse(req);
       if (!parsed.success) throw badInput(parsed.error);
+      const method = await clientAuthMethod(req, deps.outbound);
       const { client, secret } = await deps.clients.create({
         ...parsed.data,
+        ...method,
         scopes: [...new Set(parsed.data.scopes)],
         appId: app.appId,
       });
@@ -59,7 +66,7 @@ export function oauthHandlers(
       noStore(ctx);
       return {
         clientId: client.clientId,
-        clientSecret: secret,
+        clientSecret: secret ?? "",
         clientName: client.clientName,
         providerUrl: client.providerUrl,
         redirectUris: client.redirectUris,
@@ -67,6 +74,9 @@ export function oauthHandlers(
         grantTypes: client.grantTypes,
         appId: client.appId,
         clientIdIssuedAt: client.issuedAt,
+        tokenEndpointAuthMethod: method.authMethod,
+        jwks: method.jwks as Record<string, unknown> | undefined,
+        jwksUri: method.jwksUri,
       };
     },
 
@@ -100,8 +110,10 @@ export function oauthHandlers(
         tokenEndpoint: `${deps.issuer}/v1/session/oauth/token`,
         jwksUri: `${deps.issuer}/.well-known/jwks.json`,
         grantTypesSupported: [...GRANT_TYPES],
-        tokenEndpointAuthMethodsSupported: ["client_secret_basic", "client_secret_post"],
+        tokenEndpointAuthMethodsSupported: [...TOKEN_ENDPOINT_AUTH_METHODS],
         responseTypesSupported: [],
+        tokenEndpointAuthSigningAlgValuesSupported: [...CLIENT_ASSERTION_ALGORITHMS],
+        dpopSigningAlgValuesSupported: [...DPOP_ALGORITHMS],
       });
     },
   };

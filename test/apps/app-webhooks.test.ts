@@ -16,6 +16,7 @@ import {
 } from "../../src/apps/webhooks.js";
 import { oauthHandlers } from "../../src/oauth/service.js";
 import { TokenFailures } from "../../src/oauth/failures.js";
+import { proofChecks } from "../../src/oauth/module.js";
 import { OutboundGuard } from "../../src/net/outbound.js";
 
 /** The receivers of these tests live on loopback. */
@@ -554,6 +555,8 @@ describe("app webhooks", () => {
         issuer: app.config.ISSUER_URL,
         lifetimeSeconds: app.config.ACCESS_TOKEN_TTL_SECONDS,
         events,
+        ...proofChecks(r),
+        outbound: r.outbound,
       });
       const handlers = {
         createClient: asBound(unbound.createClient, r.apps.managementKey),
@@ -573,6 +576,9 @@ describe("app webhooks", () => {
           redirectUris: [],
           scopes: ["billing:read", "billing:write"],
           grantTypes: ["client_credentials"],
+          tokenEndpointAuthMethod: "",
+          jwks: undefined,
+          jwksUri: "",
         },
         fakeContext(auth),
       );

@@ -38,6 +38,7 @@ describe("server tokens (OAuth client credentials)", () => {
   async function newClient(
     scopes: string[] = ["billing:read", "billing:write"],
     who = owner,
+    method?: "client_secret_basic" | "client_secret_post",
   ): Promise<ClientCreds> {
     const r = await manage(
       "POST",
@@ -48,6 +49,7 @@ describe("server tokens (OAuth client credentials)", () => {
         redirect_uris: [],
         scopes,
         grant_types: ["client_credentials"],
+        ...(method === undefined ? {} : { token_endpoint_auth_method: method }),
       },
       who,
     );
@@ -94,7 +96,7 @@ describe("server tokens (OAuth client credentials)", () => {
   describe("with a real OAuth client library", () => {
     for (const method of ["client_secret_basic", "client_secret_post"] as const) {
       it(`gets a token with ${method} that a JWKS verifier accepts, with every claim of the specification plus client_id`, async () => {
-        const c = await newClient();
+        const c = await newClient(undefined, owner, method);
         const as = await discover();
         const auth =
           method === "client_secret_basic"
@@ -156,6 +158,7 @@ describe("server tokens (OAuth client credentials)", () => {
       expect(as.token_endpoint_auth_methods_supported).to.deep.equal([
         "client_secret_basic",
         "client_secret_post",
+        "private_key_jwt",
       ]);
     });
   });
@@ -320,6 +323,7 @@ describe("server tokens (OAuth client credentials)", () => {
         app_id: owner.appId,
       });
       expect(r.body.client_secret).to.match(/^rfs_[A-Za-z0-9_-]{43}$/);
+      expect(r.body.token_endpoint_auth_method).to.equal("client_secret_basic");
       const stored = await app.registry.redis.hgetall(
         app.registry.keys.key("client", String(r.body.client_id)),
       );

@@ -8,6 +8,7 @@ import { ClientStore, CLIENT_READING_MS, DELETE_SETTLE_MS } from "../../src/oaut
 import { TokenFailures } from "../../src/oauth/failures.js";
 import { clientCredentialsGrant } from "../../src/oauth/grant.js";
 import type { SigningKeys } from "../../src/oauth/keys/signing-keys.js";
+import { proofChecks } from "../../src/oauth/module.js";
 import { RingfenceError } from "../../src/errors.js";
 import type { CallContext } from "../../src/rpc/binding.js";
 
@@ -178,6 +179,7 @@ describe("the token path", () => {
           keys,
           issuer: a.config.ISSUER_URL,
           lifetimeSeconds: 60,
+          ...proofChecks(r),
         },
         {
           contentType: "application/x-www-form-urlencoded",

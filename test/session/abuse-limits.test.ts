@@ -720,6 +720,8 @@ describe("abuse limits of the session service", () => {
           provider_url: "https://backend.example.com",
           scopes: [],
           grant_types: ["client_credentials"],
+          // The token calls below send the secret in the form.
+          token_endpoint_auth_method: "client_secret_post",
         },
         r.mgmtKey,
       );

@@ -19,6 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { HttpBody } from "../../../google/api/httpbody.js";
+import { Struct } from "../../../google/protobuf/struct.js";
 
 /** CreateClientRequest is the client to register. */
 export interface CreateClientRequest {
@@ -34,13 +35,34 @@ export interface CreateClientRequest {
   scopes: string[];
   /** For server tokens exactly `["client_credentials"]`. Required. */
   grantTypes: string[];
+  /**
+   * How the client authenticates at the token endpoint (RFC 7591 section 2): `client_secret_basic`
+   * (the default when empty), `client_secret_post` or `private_key_jwt` (RFC 7523 client
+   * assertions). A client may use only the method it registered.
+   */
+  tokenEndpointAuthMethod: string;
+  /**
+   * For `private_key_jwt`: the client's public keys, a JWK Set `{"keys": [...]}` of at most 5 EC
+   * P-256 or RSA (2048 bits or more) keys, each with a `kid`. Give this or `jwks_uri`, not both.
+   */
+  jwks:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * For `private_key_jwt`: an https URL serving the client's JWK Set, fetched when an assertion
+   * needs it and cached (the outbound-address rules apply). Give this or `jwks`.
+   */
+  jwksUri: string;
 }
 
 /** CreateClientResponse is the registered client, with its secret (returned once). */
 export interface CreateClientResponse {
   /** Identifier of the client. */
   clientId: string;
-  /** The secret, returned only at registration; if lost, the client must be replaced. */
+  /**
+   * The secret, returned only at registration; if lost, the client must be replaced. Empty for
+   * a `private_key_jwt` client, which has none.
+   */
   clientSecret: string;
   /** As registered. */
   clientName: string;
@@ -56,6 +78,14 @@ export interface CreateClientResponse {
   appId: string;
   /** Registration time, Unix seconds. */
   clientIdIssuedAt: number;
+  /** As registered: `client_secret_basic`, `client_secret_post` or `private_key_jwt`. */
+  tokenEndpointAuthMethod: string;
+  /** As registered, for a `private_key_jwt` client with inline keys. */
+  jwks:
+    | { [key: string]: any }
+    | undefined;
+  /** As registered, for a `private_key_jwt` client with a key set URL. */
+  jwksUri?: string | undefined;
 }
 
 /** DeleteClientRequest names the client to delete. */
@@ -96,7 +126,10 @@ export interface CreateTokenRequest {
 export interface CreateTokenResponse {
   /** The signed JWT, header typ at+jwt, with sub and client_id the client id (RFC 9068). */
   accessToken: string;
-  /** Always `Bearer`. */
+  /**
+   * `Bearer`, or `DPoP` when the request carried a valid DPoP proof (RFC 9449): the token then
+   * holds `cnf.jkt`, the thumbprint of the proof's key.
+   */
   tokenType: string;
   /** Lifetime in seconds. */
   expiresIn: number;
@@ -146,14 +179,28 @@ export interface GetAuthorizationServerMetadataResponse {
   jwksUri: string;
   /** `client_credentials`. */
   grantTypesSupported: string[];
-  /** `client_secret_basic`, `client_secret_post`. */
+  /** `client_secret_basic`, `client_secret_post`, `private_key_jwt`. */
   tokenEndpointAuthMethodsSupported: string[];
   /** None: this issuer has no authorization endpoint. */
   responseTypesSupported: string[];
+  /** The algorithms a `private_key_jwt` client assertion may be signed with. */
+  tokenEndpointAuthSigningAlgValuesSupported: string[];
+  /** The algorithms a DPoP proof may be signed with (RFC 9449 section 5.1). */
+  dpopSigningAlgValuesSupported: string[];
 }
 
 function createBaseCreateClientRequest(): CreateClientRequest {
-  return { appId: "", clientName: "", providerUrl: "", redirectUris: [], scopes: [], grantTypes: [] };
+  return {
+    appId: "",
+    clientName: "",
+    providerUrl: "",
+    redirectUris: [],
+    scopes: [],
+    grantTypes: [],
+    tokenEndpointAuthMethod: "",
+    jwks: undefined,
+    jwksUri: "",
+  };
 }
 
 export const CreateClientRequest: MessageFns<CreateClientRequest> = {
@@ -175,6 +222,15 @@ export const CreateClientRequest: MessageFns<CreateClientRequest> = {
     }
     for (const v of message.grantTypes) {
       writer.uint32(50).string(v!);
+    }
+    if (message.tokenEndpointAuthMethod !== "") {
+      writer.uint32(58).string(message.tokenEndpointAuthMethod);
+    }
+    if (message.jwks !== undefined) {
+      Struct.encode(Struct.wrap(message.jwks), writer.uint32(66).fork()).join();
+    }
+    if (message.jwksUri !== "") {
+      writer.uint32(74).string(message.jwksUri);
     }
     return writer;
   },
@@ -240,6 +296,30 @@ export const CreateClientRequest: MessageFns<CreateClientRequest> = {
             message.grantTypes.push(reader.string());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.tokenEndpointAuthMethod = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.jwks = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.jwksUri = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -264,6 +344,9 @@ function createBaseCreateClientResponse(): CreateClientResponse {
     grantTypes: [],
     appId: "",
     clientIdIssuedAt: 0,
+    tokenEndpointAuthMethod: "",
+    jwks: undefined,
+    jwksUri: undefined,
   };
 }
 
@@ -295,6 +378,15 @@ export const CreateClientResponse: MessageFns<CreateClientResponse> = {
     }
     if (message.clientIdIssuedAt !== 0) {
       writer.uint32(72).int32(message.clientIdIssuedAt);
+    }
+    if (message.tokenEndpointAuthMethod !== "") {
+      writer.uint32(82).string(message.tokenEndpointAuthMethod);
+    }
+    if (message.jwks !== undefined) {
+      Struct.encode(Struct.wrap(message.jwks), writer.uint32(90).fork()).join();
+    }
+    if (message.jwksUri !== undefined) {
+      writer.uint32(98).string(message.jwksUri);
     }
     return writer;
   },
@@ -382,6 +474,30 @@ export const CreateClientResponse: MessageFns<CreateClientResponse> = {
             }
 
             message.clientIdIssuedAt = reader.int32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.tokenEndpointAuthMethod = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.jwks = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.jwksUri = reader.string();
             continue;
           }
         }
@@ -964,6 +1080,8 @@ function createBaseGetAuthorizationServerMetadataResponse(): GetAuthorizationSer
     grantTypesSupported: [],
     tokenEndpointAuthMethodsSupported: [],
     responseTypesSupported: [],
+    tokenEndpointAuthSigningAlgValuesSupported: [],
+    dpopSigningAlgValuesSupported: [],
   };
 }
 
@@ -986,6 +1104,12 @@ export const GetAuthorizationServerMetadataResponse: MessageFns<GetAuthorization
     }
     for (const v of message.responseTypesSupported) {
       writer.uint32(50).string(v!);
+    }
+    for (const v of message.tokenEndpointAuthSigningAlgValuesSupported) {
+      writer.uint32(162).string(v!);
+    }
+    for (const v of message.dpopSigningAlgValuesSupported) {
+      writer.uint32(170).string(v!);
     }
     return writer;
   },
@@ -1051,6 +1175,22 @@ export const GetAuthorizationServerMetadataResponse: MessageFns<GetAuthorization
             message.responseTypesSupported.push(reader.string());
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.tokenEndpointAuthSigningAlgValuesSupported.push(reader.string());
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.dpopSigningAlgValuesSupported.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1077,7 +1217,7 @@ export type OAuthServiceService = typeof OAuthServiceService;
 export const OAuthServiceService = {
   /**
    * CreateClient registers an OAuth client of the app. The answer holds the client_secret, shown
-   * this once only.
+   * this once only; a `private_key_jwt` client gets none (it signs client assertions instead).
    */
   createClient: {
     path: "/ringfence.oauth.v1.OAuthService/CreateClient" as const,
@@ -1112,8 +1252,11 @@ export const OAuthServiceService = {
   },
   /**
    * CreateToken is the token endpoint: `application/x-www-form-urlencoded` with grant_type,
-   * client_id, client_secret and scope, or the client credentials in HTTP Basic. Over gRPC,
-   * send the same form as `http_body` (content_type and data) and Basic in `authorization`.
+   * client_id, client_secret and scope, or the client credentials in HTTP Basic, or a client
+   * assertion (`client_assertion_type` and `client_assertion`, RFC 7523) for a `private_key_jwt`
+   * client. A `DPoP` header with a proof (RFC 9449) binds the token to the proof's key. Over
+   * gRPC, send the same form as `http_body` (content_type and data), Basic in `authorization`
+   * and the proof in `dpop`.
    */
   createToken: {
     path: "/ringfence.oauth.v1.OAuthService/CreateToken" as const,
@@ -1153,7 +1296,7 @@ export const OAuthServiceService = {
 export interface OAuthServiceServer extends UntypedServiceImplementation {
   /**
    * CreateClient registers an OAuth client of the app. The answer holds the client_secret, shown
-   * this once only.
+   * this once only; a `private_key_jwt` client gets none (it signs client assertions instead).
    */
   createClient: handleUnaryCall<CreateClientRequest, CreateClientResponse>;
   /** DeleteClient deletes an OAuth client; its secret stops working at once. */
@@ -1162,8 +1305,11 @@ export interface OAuthServiceServer extends UntypedServiceImplementation {
   addAppScope: handleUnaryCall<AddAppScopeRequest, AddAppScopeResponse>;
   /**
    * CreateToken is the token endpoint: `application/x-www-form-urlencoded` with grant_type,
-   * client_id, client_secret and scope, or the client credentials in HTTP Basic. Over gRPC,
-   * send the same form as `http_body` (content_type and data) and Basic in `authorization`.
+   * client_id, client_secret and scope, or the client credentials in HTTP Basic, or a client
+   * assertion (`client_assertion_type` and `client_assertion`, RFC 7523) for a `private_key_jwt`
+   * client. A `DPoP` header with a proof (RFC 9449) binds the token to the proof's key. Over
+   * gRPC, send the same form as `http_body` (content_type and data), Basic in `authorization`
+   * and the proof in `dpop`.
    */
   createToken: handleUnaryCall<CreateTokenRequest, CreateTokenResponse>;
   /** GetJwks returns the public keys of every signing key whose tokens may still be alive. */
@@ -1178,7 +1324,7 @@ export interface OAuthServiceServer extends UntypedServiceImplementation {
 export interface OAuthServiceClient extends Client {
   /**
    * CreateClient registers an OAuth client of the app. The answer holds the client_secret, shown
-   * this once only.
+   * this once only; a `private_key_jwt` client gets none (it signs client assertions instead).
    */
   createClient(
     request: CreateClientRequest,
@@ -1229,8 +1375,11 @@ export interface OAuthServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * CreateToken is the token endpoint: `application/x-www-form-urlencoded` with grant_type,
-   * client_id, client_secret and scope, or the client credentials in HTTP Basic. Over gRPC,
-   * send the same form as `http_body` (content_type and data) and Basic in `authorization`.
+   * client_id, client_secret and scope, or the client credentials in HTTP Basic, or a client
+   * assertion (`client_assertion_type` and `client_assertion`, RFC 7523) for a `private_key_jwt`
+   * client. A `DPoP` header with a proof (RFC 9449) binds the token to the proof's key. Over
+   * gRPC, send the same form as `http_body` (content_type and data), Basic in `authorization`
+   * and the proof in `dpop`.
    */
   createToken(
     request: CreateTokenRequest,
