@@ -25,6 +25,7 @@ export const APP_EVENT_TYPES = [
   "password.changed",
   "client.created",
   "client.deleted",
+  "client.secret_rotated",
 ] as const;
 
 export type AppEventType = (typeof APP_EVENT_TYPES)[number];

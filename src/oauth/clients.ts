@@ -32,7 +32,12 @@ export interface OAuthClient {
 interface StoredClient extends OAuthClient {
   /** None for a `private_key_jwt` client. */
   secretHash: string | undefined;
+  /** The secret before the last rotation, while its grace lasts (epoch ms); none after. */
+  oldSecret?: { hash: string; untilMs: number };
 }
+
+/** The longest an old secret keeps working after a rotation (decisions 8.2). */
+export const MAX_GRACE_SECONDS = 86_400;
 
 /**
  * The longest a client read from Redis vouches for a token: an answer is sent within this long
@@ -54,6 +59,11 @@ const deleteClient = defineScript({
   file: new URL("./delete-client.lua", import.meta.url),
   keys: ["client"],
   argv: ["appId"],
+});
+const rotateClientSecret = defineScript({
+  file: new URL("./rotate-client-secret.lua", import.meta.url),
+  keys: ["client"],
+  argv: ["appId", "secretHash", "oldUntilMs"],
 });
 
 /** A client read from Redis and when the read began (monotonic ms, performance.now()). */
@@ -138,7 +148,14 @@ export class ClientStore {
       secret,
       reading?.client.secretHash ?? UNKNOWN_HASH,
     );
-    if (reading === undefined || !ok) return undefined;
+    const old = reading?.client.oldSecret;
+    // Within a rotation's grace the secret before it works too (a hash more, no Redis work).
+    const oldOk =
+      !ok &&
+      old !== undefined &&
+      Date.now() < old.untilMs &&
+      this.secrets.matches(CLIENT_SECRET_PURPOSE, secret, old.hash);
+    if (reading === undefined || !(ok || oldOk)) return undefined;
     return this.vouching(reading);
   }
 
@@ -153,7 +170,7 @@ export class ClientStore {
   }
 
   private vouching(reading: Reading): AuthenticatedClient {
-    const { secretHash: _hash, ...client } = reading.client;
+    const { secretHash: _hash, oldSecret: _old, ...client } = reading.client;
     const { readAt } = reading;
     return { client, fresh: () => this.clock() - readAt < CLIENT_READING_MS };
   }
@@ -171,6 +188,66 @@ export class ClientStore {
     this.kept.delete(clientId);
     await new Promise((resolve) => setTimeout(resolve, DELETE_SETTLE_MS));
     return true;
+  }
+
+  /**
+   * Gives the app's client a new secret; the current one keeps working for `graceSeconds` (none
+   * when 0), and a secret kept from an earlier rotation stops. Answers once every reading of the
+   * client taken before the rotation has expired (DELETE_SETTLE_MS), as a deletion does: from
+   * then on every process takes the new secret, and the old one only within its grace. Undefined,
+   * at once, when the app has no such client.
+   */
+  async rotateSecret(appId: string, clientId: string, graceSeconds: number): Promise<string | undefined> {
+    if (!CLIENT_ID.test(clientId)) return undefined;
+    const secret = newSecret("rfs");
+    const [status] = (await rotateClientSecret.run(
+      this.redis,
+      { client: this.key(clientId) },
+      {
+        appId,
+        secretHash: this.secrets.hash(CLIENT_SECRET_PURPOSE, secret),
+        oldUntilMs: String(graceSeconds === 0 ? 0 : Date.now() + graceSeconds * 1000),
+      },
+    )) as ["rotated" | "not_found"];
+    if (status !== "rotated") return undefined;
+    this.kept.delete(clientId);
+    await new Promise((resolve) => setTimeout(resolve, DELETE_SETTLE_MS));
+    return secret;
+  }
+
+  /**
+   * The key that revokes the server token `jti` of the client, under the client's hash tag so
+   * that one round trip reads it with the client (see `tokenStanding`).
+   */
+  revokedKey(clientId: string, jti: string): string {
+    return this.keys.key("client", clientId, "revoked", jti);
+  }
+
+  /**
+   * Revokes the client's server token `jti` until `exp` (Unix seconds); nothing when it has
+   * expired already.
+   */
+  async revoke(clientId: string, jti: string, exp: number): Promise<void> {
+    if (exp * 1000 <= Date.now()) return;
+    await this.redis.set(this.revokedKey(clientId, jti), "1", "EXAT", exp);
+  }
+
+  /**
+   * Whether the client still exists and whether its token `jti` was revoked, read together in
+   * one round trip (both keys share the client's hash tag).
+   */
+  async tokenStanding(clientId: string, jti: string): Promise<{ clientExists: boolean; revoked: boolean }> {
+    if (!CLIENT_ID.test(clientId)) return { clientExists: false, revoked: false };
+    const results = await this.redis
+      .pipeline()
+      .exists(this.key(clientId))
+      .exists(this.revokedKey(clientId, jti))
+      .exec();
+    const [client, revoked] = (results ?? []).map(([err, n]) => {
+      if (err !== null) throw err;
+      return n === 1;
+    });
+    return { clientExists: client === true, revoked: revoked === true };
   }
 
   /**
@@ -248,5 +325,8 @@ function decodeClient(clientId: string, h: Record<string, string>): StoredClient
     jwks: h.jwks === undefined ? undefined : (JSON.parse(h.jwks) as PublicJwks),
     jwksUri: h.jwks_uri,
     secretHash: h.secret_hash,
+    ...(h.old_secret_hash === undefined
+      ? {}
+      : { oldSecret: { hash: h.old_secret_hash, untilMs: Number(h.old_secret_until_ms ?? "0") } }),
   };
 }

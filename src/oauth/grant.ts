@@ -101,8 +101,8 @@ function tokenTypeOf(proof: CheckedProof | undefined): "Bearer" | "DPoP" {
  * Answers only while a reading of the client vouches for it (see ClientStore): when signing
  * took longer, the client is read again, so a client deleted meanwhile gets no token.
  */
-async function stillVouched(
-  deps: TokenDeps,
+export async function stillVouched(
+  deps: ClientAuthDeps,
   authenticated: AuthenticatedClient,
   credentials: ClientCredentials,
   ctx: CallContext,
@@ -120,7 +120,7 @@ async function stillVouched(
 }
 
 /** The form's parameters; RFC 6749 section 3.2: none may be given more than once. */
-function readForm(data: Buffer): Map<string, string> {
+export function readForm(data: Buffer): Map<string, string> {
   const params = new URLSearchParams(data.toString("utf8"));
   const form = new Map<string, string>();
   for (const [k, v] of params) {

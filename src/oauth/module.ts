@@ -22,6 +22,7 @@ export interface OAuthModule extends Module {
  * installs it, since the script that does keeps a key another got there first with.
  */
 export function oauthModule(r: Registry, apps: AppsModule): OAuthModule {
+  const keySet = new CachedKeySet(r.signingKeys);
   const handlers = oauthHandlers({
     apps: r.apps,
     clients: r.clients,
@@ -35,17 +36,20 @@ export function oauthModule(r: Registry, apps: AppsModule): OAuthModule {
     issuer: r.config.ISSUER_URL,
     lifetimeSeconds: r.config.ACCESS_TOKEN_TTL_SECONDS,
     events: apps.events,
+    keySet,
+    sessions: r.sessions,
   });
   return {
     name: "oauth",
-    keySet: new CachedKeySet(r.signingKeys),
+    keySet,
     bindings: [
       bindService(OAuthServiceService, handlersOf(OAuthServiceService, handlers, apps.handlers.oauth), {
         dialect: "session",
-        methodDialects: { createToken: "oauth" },
+        methodDialects: { createToken: "oauth", introspectToken: "oauth", revokeToken: "oauth" },
         successStatuses: SUCCESS_STATUSES["ringfence.oauth.v1.OAuthService"],
         // The token endpoint authenticates its client as part of the grant (RFC 6749 section
-        // 2.3, with its failure windows): createToken has no caller before it.
+        // 2.3, with its failure windows): createToken has no caller before it, nor have
+        // introspection and revocation, which authenticate their client the same way.
         callers: CALLERS["ringfence.oauth.v1.OAuthService"],
         authenticators: { app: apps.authenticate },
       }),

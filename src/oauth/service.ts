@@ -8,18 +8,31 @@ import { httpUrlField } from "../net/validate.js";
 import type { AppStore } from "../apps/store.js";
 import type { AppEvents } from "../apps/webhooks.js";
 import type { OutboundGuard } from "../net/outbound.js";
-import { GRANT_TYPES, type ClientStore } from "./clients.js";
+import { GRANT_TYPES, MAX_GRACE_SECONDS, type ClientStore } from "./clients.js";
 import { clientCredentialsGrant, type TokenDeps } from "./grant.js";
+import { introspect, revoke, type TokenLifecycleDeps } from "./introspection.js";
 import { CLIENT_ASSERTION_ALGORITHMS, DPOP_ALGORITHMS, TOKEN_ENDPOINT_AUTH_METHODS } from "./metadata.js";
 import { clientAuthMethod } from "./registration.js";
 
-export interface OAuthDeps extends TokenDeps {
+export interface OAuthDeps extends TokenDeps, TokenLifecycleDeps {
   apps: AppStore;
   /** Checks a `private_key_jwt` client's jwks_uri at registration. */
   outbound: Pick<OutboundGuard, "checkUrl" | "listed">;
-  /** App webhooks: `client.created` and `client.deleted` (never with a secret). */
+  /**
+   * App webhooks: `client.created`, `client.deleted` and `client.secret_rotated` (never with a
+   * secret), `session.revoked` when a revocation ends a session.
+   */
   events?: AppEvents;
 }
+
+const Rotation = z.object({
+  graceSeconds: z
+    .number()
+    .int("must be a whole number of seconds")
+    .min(0, `must be 0 to ${MAX_GRACE_SECONDS}`)
+    .max(MAX_GRACE_SECONDS, `must be 0 to ${MAX_GRACE_SECONDS}`)
+    .optional(),
+});
 
 const httpUrl = httpUrlField({ required: true });
 
@@ -38,7 +51,14 @@ const NewClient = z.object({
 
 /** What server tokens bring to their contract; its app operation (addAppScope) is src/apps/'s. */
 export type OAuthMethod =
-  "createClient" | "deleteClient" | "createToken" | "getJwks" | "getAuthorizationServerMetadata";
+  | "createClient"
+  | "deleteClient"
+  | "createToken"
+  | "getJwks"
+  | "getAuthorizationServerMetadata"
+  | "introspectToken"
+  | "revokeToken"
+  | "rotateClientSecret";
 
 /** Server tokens: clients of an app, the token endpoint, the key set and the issuer metadata. */
 export function oauthHandlers(
@@ -98,6 +118,36 @@ export function oauthHandlers(
       );
     },
 
+    async introspectToken(req, ctx) {
+      const body = req.httpBody;
+      return introspect(
+        deps,
+        { contentType: body?.contentType ?? "", data: Buffer.from(body?.data ?? []) },
+        ctx,
+      );
+    },
+
+    async revokeToken(req, ctx) {
+      const body = req.httpBody;
+      return revoke(deps, { contentType: body?.contentType ?? "", data: Buffer.from(body?.data ?? []) }, ctx);
+    },
+
+    async rotateClientSecret(req, ctx) {
+      const app = appOf(ctx);
+      const parsed = Rotation.safeParse({ graceSeconds: req.graceSeconds });
+      if (!parsed.success) throw badInput(parsed.error);
+      const graceSeconds = parsed.data.graceSeconds ?? 0;
+      const secret = await deps.clients.rotateSecret(app.appId, req.clientId, graceSeconds);
+      if (secret === undefined) throw new RingfenceError("not_found", "this app has no such client");
+      await deps.events?.emit(app.appId, "client.secret_rotated", {
+        client_id: req.clientId,
+        grace_seconds: graceSeconds,
+      });
+      // The answer holds the client's new secret.
+      noStore(ctx);
+      return { clientId: req.clientId, clientSecret: secret };
+    },
+
     async getJwks(_req, ctx) {
       ctx.setHeader("cache-control", "public, max-age=60");
       return deps.keys.jwks();
@@ -114,6 +164,11 @@ export function oauthHandlers(
         responseTypesSupported: [],
         tokenEndpointAuthSigningAlgValuesSupported: [...CLIENT_ASSERTION_ALGORITHMS],
         dpopSigningAlgValuesSupported: [...DPOP_ALGORITHMS],
+        introspectionEndpoint: `${deps.issuer}/v1/session/oauth/introspect`,
+        revocationEndpoint: `${deps.issuer}/v1/session/oauth/revoke`,
+        // The token endpoint's client authentication, the same function at all three.
+        introspectionEndpointAuthMethodsSupported: [...TOKEN_ENDPOINT_AUTH_METHODS],
+        revocationEndpointAuthMethodsSupported: [...TOKEN_ENDPOINT_AUTH_METHODS],
       });
     },
   };

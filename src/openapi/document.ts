@@ -57,6 +57,28 @@ const TOKEN_FORM: Schema = {
   },
 };
 
+/** The form of introspection (RFC 7662) and revocation (RFC 7009), carried as an HttpBody too. */
+const TOKEN_QUERY_FORM: Schema = {
+  type: "object",
+  required: ["token"],
+  properties: {
+    token: { type: "string", description: "The token asked about" },
+    token_type_hint: { type: "string", description: "`access_token`; a hint only" },
+    client_id: { type: "string", description: "With client_secret, instead of HTTP Basic" },
+    client_secret: { type: "string" },
+  },
+};
+
+/** The form of each method that takes one, by rpc name. */
+const FORMS: Record<string, Schema> = {
+  CreateToken: TOKEN_FORM,
+  IntrospectToken: TOKEN_QUERY_FORM,
+  RevokeToken: TOKEN_QUERY_FORM,
+};
+
+/** Methods that authenticate their client as the token endpoint does, and answer RFC 6749 errors. */
+const CLIENT_AUTHENTICATED = new Set(["CreateToken", "IntrospectToken", "RevokeToken"]);
+
 /** An OpenAPI path for an http rule's pattern: `{x=**}` becomes `{x}`. */
 function openapiPath(pattern: string): string {
   return pattern.replace(/\{([a-z_][a-z0-9_.]*)(=[^}]*)?\}/g, "{$1}");
@@ -66,7 +88,12 @@ function openapiPath(pattern: string): string {
 function commentsOf(file: DescFile): Map<string, string> {
   const out = new Map<string, string>();
   for (const loc of file.proto.sourceCodeInfo?.location ?? []) {
-    const text = loc.leadingComments.trim();
+    // Without buf's lint directives, which are meant for buf, not for readers.
+    const text = loc.leadingComments
+      .split("\n")
+      .filter((line) => !/^\s*buf:lint:ignore\b/.test(line))
+      .join("\n")
+      .trim();
     if (text !== "") out.set(loc.path.join(","), text.replace(/\n ?/g, "\n").replace(/\n{2,}/g, "\n\n"));
   }
   return out;
@@ -262,7 +289,10 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
       const field = rpc.input.fields.find((f) => f.name === binding.body);
       const httpBody = field?.fieldKind === "message" && field.message.typeName === "google.api.HttpBody";
       requestBody = httpBody
-        ? { required: true, content: { "application/x-www-form-urlencoded": { schema: TOKEN_FORM } } }
+        ? {
+            required: true,
+            content: { "application/x-www-form-urlencoded": { schema: FORMS[method] ?? TOKEN_FORM } },
+          }
         : {
             required: true,
             content: { "application/json": { schema: field === undefined ? {} : fieldSchema(field, false) } },
@@ -272,25 +302,26 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
     const success: Json =
       status === 204
         ? { description: "No content" }
-        : {
-            description: "Success",
-            content: { "application/json": { schema: messageRef(rpc.output, true) } },
-          };
+        : rpc.output.typeName === "google.api.HttpBody"
+          ? { description: "Success, with an empty body" }
+          : {
+              description: "Success",
+              content: { "application/json": { schema: messageRef(rpc.output, true) } },
+            };
     const family = V1_SERVICES.has(service)
       ? "V1Error"
       : V2_SERVICES.has(service)
         ? "V2Error"
-        : method === "CreateToken"
+        : CLIENT_AUTHENTICATED.has(method)
           ? "OAuthError"
           : "SessionError";
     // The token endpoint authenticates its client itself (HTTP Basic, or both in the form).
     const kind = declared<CallerKind>(CALLERS, service, method);
-    const security =
-      method === "CreateToken"
-        ? ["clientBasic"]
-        : kind === undefined
-          ? undefined
-          : [V2_SERVICES.has(service) ? "apiKeyBearer" : SCHEME[kind]];
+    const security = CLIENT_AUTHENTICATED.has(method)
+      ? ["clientBasic"]
+      : kind === undefined
+        ? undefined
+        : [V2_SERVICES.has(service) ? "apiKeyBearer" : SCHEME[kind]];
     return {
       operationId: index === 0 ? operation : `${operation}_${index + 1}`,
       tags: [short],

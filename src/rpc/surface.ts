@@ -26,8 +26,14 @@ export const CALLERS = {
     requestStepUp: "session",
     resetPassword: "session",
   },
-  // The token endpoint authenticates its client as part of the grant (RFC 6749 section 2.3).
-  "ringfence.oauth.v1.OAuthService": { createClient: "app", deleteClient: "app", addAppScope: "app" },
+  // The token endpoint authenticates its client as part of the grant (RFC 6749 section 2.3);
+  // introspection and revocation authenticate theirs the same way.
+  "ringfence.oauth.v1.OAuthService": {
+    createClient: "app",
+    deleteClient: "app",
+    addAppScope: "app",
+    rotateClientSecret: "app",
+  },
 } as const satisfies Record<string, Record<string, CallerKind>>;
 
 /** HTTP statuses of success other than 200. */

@@ -17,6 +17,7 @@ import {
 import { oauthHandlers } from "../../src/oauth/service.js";
 import { TokenFailures } from "../../src/oauth/failures.js";
 import { proofChecks } from "../../src/oauth/module.js";
+import { CachedKeySet } from "../../src/oauth/keys/key-set.js";
 import { OutboundGuard } from "../../src/net/outbound.js";
 
 /** The receivers of these tests live on loopback. */
@@ -537,14 +538,14 @@ describe("app webhooks", () => {
       await app.stop();
     });
 
-    it("sends client.created and client.deleted, without secrets, for clients that work over REST", async () => {
+    it("sends client.created, client.secret_rotated and client.deleted, without secrets, for clients that work over REST", async () => {
       const r = app.registry;
       const rx = await receiver();
       const { app: made, managementApiKey } = await r.apps.create("Backend");
       const appId = made.appId;
       const auth = { authorization: `Bearer ${managementApiKey}` };
       const sub = await asBound(createAppWebhookHandler(events, LOOPBACK), r.apps.managementKey)(
-        { appId, url: rx.url, events: ["client.created", "client.deleted"] },
+        { appId, url: rx.url, events: ["client.created", "client.deleted", "client.secret_rotated"] },
         fakeContext(auth),
       );
       const unbound = oauthHandlers({
@@ -557,10 +558,13 @@ describe("app webhooks", () => {
         events,
         ...proofChecks(r),
         outbound: r.outbound,
+        keySet: new CachedKeySet(r.signingKeys),
+        sessions: r.sessions,
       });
       const handlers = {
         createClient: asBound(unbound.createClient, r.apps.managementKey),
         deleteClient: asBound(unbound.deleteClient, r.apps.managementKey),
+        rotateClientSecret: asBound(unbound.rotateClientSecret, r.apps.managementKey),
       };
       const token = (clientId: string, secret: string) =>
         rest(app.baseUrl).call("POST", "/v1/session/oauth/token", {
@@ -583,6 +587,11 @@ describe("app webhooks", () => {
         fakeContext(auth),
       );
       expect((await token(created.clientId, created.clientSecret)).status).to.equal(200);
+      const rotated = await handlers.rotateClientSecret(
+        { appId, clientId: created.clientId, graceSeconds: 0 },
+        fakeContext(auth),
+      );
+      expect((await token(created.clientId, rotated.clientSecret)).status).to.equal(200);
 
       const overRest = await rest(app.baseUrl).post(
         `/v2/session/apps/${appId}/oauth/clients`,
@@ -604,7 +613,7 @@ describe("app webhooks", () => {
         // The 204 is the service binding's (app.ts): test/oauth/oauth.test.ts sees it over REST.
         expect(ctx.sent).not.to.have.property(HTTP_STATUS_MARKER);
       }
-      expect((await token(created.clientId, created.clientSecret)).status).to.equal(401);
+      expect((await token(created.clientId, rotated.clientSecret)).status).to.equal(401);
       const gone = await rejection(
         handlers.deleteClient({ appId, clientId: created.clientId }, fakeContext(auth)),
       );
@@ -614,23 +623,29 @@ describe("app webhooks", () => {
       const about = (id: string) => (got: Received[]) =>
         got.filter((g) => (envelopeOf(g).payload as { client_id?: string }).client_id === id);
       await rx.until(
-        (got) => about(created.clientId)(got).length === 2 && about(restClient.client_id)(got).length >= 1,
+        (got) => about(created.clientId)(got).length === 3 && about(restClient.client_id)(got).length >= 1,
       );
       const mine = about(created.clientId)(rx.received);
-      expect(mine.map((g) => envelopeOf(g).type)).to.deep.equal(["client.created", "client.deleted"]);
+      expect(mine.map((g) => envelopeOf(g).type)).to.deep.equal([
+        "client.created",
+        "client.secret_rotated",
+        "client.deleted",
+      ]);
       expect(envelopeOf(mine[0]!).payload).to.deep.equal({
         client_id: created.clientId,
         client_name: "Billing backend",
         scopes: ["billing:read", "billing:write"],
         grant_types: ["client_credentials"],
       });
-      expect(envelopeOf(mine[1]!).payload).to.deep.equal({ client_id: created.clientId });
+      expect(envelopeOf(mine[1]!).payload).to.deep.equal({ client_id: created.clientId, grace_seconds: 0 });
+      expect(envelopeOf(mine[2]!).payload).to.deep.equal({ client_id: created.clientId });
       expect(about(restClient.client_id)(rx.received).map((g) => envelopeOf(g).type)).to.include(
         "client.deleted",
       );
       for (const got of rx.received) {
         expect(signedBy(sub.secret, got)).to.equal(true);
         expect(got.body).to.not.include(created.clientSecret);
+        expect(got.body).to.not.include(rotated.clientSecret);
         expect(got.body).to.not.include(restClient.client_secret);
         expect(got.body).to.not.include(sub.secret);
       }

@@ -183,10 +183,106 @@ export interface GetAuthorizationServerMetadataResponse {
   tokenEndpointAuthMethodsSupported: string[];
   /** None: this issuer has no authorization endpoint. */
   responseTypesSupported: string[];
+  /** The introspection endpoint (RFC 7662). */
+  introspectionEndpoint: string;
+  /** The revocation endpoint (RFC 7009). */
+  revocationEndpoint: string;
+  /** The token endpoint's client authentication methods. */
+  introspectionEndpointAuthMethodsSupported: string[];
+  /** The token endpoint's client authentication methods. */
+  revocationEndpointAuthMethodsSupported: string[];
   /** The algorithms a `private_key_jwt` client assertion may be signed with. */
   tokenEndpointAuthSigningAlgValuesSupported: string[];
   /** The algorithms a DPoP proof may be signed with (RFC 9449 section 5.1). */
   dpopSigningAlgValuesSupported: string[];
+}
+
+/** IntrospectTokenRequest carries the raw introspection request. */
+export interface IntrospectTokenRequest {
+  /** The form-urlencoded request body (`token`, `token_type_hint`) with its content type. */
+  httpBody: HttpBody | undefined;
+}
+
+/** Confirmation binds a token to a key (RFC 7800; RFC 9449 section 6). */
+export interface Confirmation {
+  /** The RFC 7638 thumbprint of the DPoP key the token is bound to. */
+  jkt?: string | undefined;
+}
+
+/** IntrospectTokenResponse is RFC 7662 section 2.2: `active` alone when the token is not active. */
+export interface IntrospectTokenResponse {
+  /** Whether the token is an active token of the calling client's app. */
+  active: boolean;
+  /** Space-separated scopes of the token. */
+  scope?:
+    | string
+    | undefined;
+  /** The client a server token was issued to; absent for a session token. */
+  clientId?:
+    | string
+    | undefined;
+  /** The client id (server token) or the user id (session token). */
+  sub?:
+    | string
+    | undefined;
+  /** Expiry, Unix seconds. */
+  exp?:
+    | number
+    | undefined;
+  /** Issue time, Unix seconds. */
+  iat?:
+    | number
+    | undefined;
+  /** The issuer. */
+  iss?:
+    | string
+    | undefined;
+  /** The audience: the app id. */
+  aud?:
+    | string
+    | undefined;
+  /** The token's identifier. */
+  jti?:
+    | string
+    | undefined;
+  /** `Bearer`, or `DPoP` for a token bound to a DPoP key. */
+  tokenType?:
+    | string
+    | undefined;
+  /** The app the token belongs to. */
+  appId?:
+    | string
+    | undefined;
+  /** The user's session, for a session access token. */
+  sessionId?:
+    | string
+    | undefined;
+  /** The key a DPoP-bound token is bound to. */
+  cnf?: Confirmation | undefined;
+}
+
+/** RevokeTokenRequest carries the raw revocation request. */
+export interface RevokeTokenRequest {
+  /** The form-urlencoded request body (`token`, `token_type_hint`) with its content type. */
+  httpBody: HttpBody | undefined;
+}
+
+/** RotateClientSecretRequest names the client and how long its old secret keeps working. */
+export interface RotateClientSecretRequest {
+  /** The app the client belongs to. */
+  appId: string;
+  /** The client. */
+  clientId: string;
+  /** Seconds the old secret keeps working, 0 to 86400; 0 (the default) ends it at once. */
+  graceSeconds?: number | undefined;
+}
+
+/** RotateClientSecretResponse is the client's new secret, returned this once. */
+export interface RotateClientSecretResponse {
+  /** The client. */
+  clientId: string;
+  /** The new secret. */
+  clientSecret: string;
 }
 
 function createBaseCreateClientRequest(): CreateClientRequest {
@@ -1080,6 +1176,10 @@ function createBaseGetAuthorizationServerMetadataResponse(): GetAuthorizationSer
     grantTypesSupported: [],
     tokenEndpointAuthMethodsSupported: [],
     responseTypesSupported: [],
+    introspectionEndpoint: "",
+    revocationEndpoint: "",
+    introspectionEndpointAuthMethodsSupported: [],
+    revocationEndpointAuthMethodsSupported: [],
     tokenEndpointAuthSigningAlgValuesSupported: [],
     dpopSigningAlgValuesSupported: [],
   };
@@ -1104,6 +1204,18 @@ export const GetAuthorizationServerMetadataResponse: MessageFns<GetAuthorization
     }
     for (const v of message.responseTypesSupported) {
       writer.uint32(50).string(v!);
+    }
+    if (message.introspectionEndpoint !== "") {
+      writer.uint32(58).string(message.introspectionEndpoint);
+    }
+    if (message.revocationEndpoint !== "") {
+      writer.uint32(66).string(message.revocationEndpoint);
+    }
+    for (const v of message.introspectionEndpointAuthMethodsSupported) {
+      writer.uint32(74).string(v!);
+    }
+    for (const v of message.revocationEndpointAuthMethodsSupported) {
+      writer.uint32(82).string(v!);
     }
     for (const v of message.tokenEndpointAuthSigningAlgValuesSupported) {
       writer.uint32(162).string(v!);
@@ -1175,6 +1287,38 @@ export const GetAuthorizationServerMetadataResponse: MessageFns<GetAuthorization
             message.responseTypesSupported.push(reader.string());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.introspectionEndpoint = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.revocationEndpoint = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.introspectionEndpointAuthMethodsSupported.push(reader.string());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.revocationEndpointAuthMethodsSupported.push(reader.string());
+            continue;
+          }
           case 20: {
             if (tag !== 162) {
               break;
@@ -1189,6 +1333,461 @@ export const GetAuthorizationServerMetadataResponse: MessageFns<GetAuthorization
             }
 
             message.dpopSigningAlgValuesSupported.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseIntrospectTokenRequest(): IntrospectTokenRequest {
+  return { httpBody: undefined };
+}
+
+export const IntrospectTokenRequest: MessageFns<IntrospectTokenRequest> = {
+  encode(message: IntrospectTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.httpBody !== undefined) {
+      HttpBody.encode(message.httpBody, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): IntrospectTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseIntrospectTokenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.httpBody = HttpBody.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseConfirmation(): Confirmation {
+  return { jkt: undefined };
+}
+
+export const Confirmation: MessageFns<Confirmation> = {
+  encode(message: Confirmation, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.jkt !== undefined) {
+      writer.uint32(10).string(message.jkt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Confirmation {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConfirmation();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.jkt = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseIntrospectTokenResponse(): IntrospectTokenResponse {
+  return {
+    active: false,
+    scope: undefined,
+    clientId: undefined,
+    sub: undefined,
+    exp: undefined,
+    iat: undefined,
+    iss: undefined,
+    aud: undefined,
+    jti: undefined,
+    tokenType: undefined,
+    appId: undefined,
+    sessionId: undefined,
+    cnf: undefined,
+  };
+}
+
+export const IntrospectTokenResponse: MessageFns<IntrospectTokenResponse> = {
+  encode(message: IntrospectTokenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.active !== false) {
+      writer.uint32(8).bool(message.active);
+    }
+    if (message.scope !== undefined) {
+      writer.uint32(18).string(message.scope);
+    }
+    if (message.clientId !== undefined) {
+      writer.uint32(26).string(message.clientId);
+    }
+    if (message.sub !== undefined) {
+      writer.uint32(34).string(message.sub);
+    }
+    if (message.exp !== undefined) {
+      writer.uint32(40).uint32(message.exp);
+    }
+    if (message.iat !== undefined) {
+      writer.uint32(48).uint32(message.iat);
+    }
+    if (message.iss !== undefined) {
+      writer.uint32(58).string(message.iss);
+    }
+    if (message.aud !== undefined) {
+      writer.uint32(66).string(message.aud);
+    }
+    if (message.jti !== undefined) {
+      writer.uint32(74).string(message.jti);
+    }
+    if (message.tokenType !== undefined) {
+      writer.uint32(82).string(message.tokenType);
+    }
+    if (message.appId !== undefined) {
+      writer.uint32(90).string(message.appId);
+    }
+    if (message.sessionId !== undefined) {
+      writer.uint32(98).string(message.sessionId);
+    }
+    if (message.cnf !== undefined) {
+      Confirmation.encode(message.cnf, writer.uint32(106).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): IntrospectTokenResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseIntrospectTokenResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.active = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.scope = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.clientId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.sub = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.exp = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.iat = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.iss = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.aud = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.jti = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.tokenType = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.cnf = Confirmation.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRevokeTokenRequest(): RevokeTokenRequest {
+  return { httpBody: undefined };
+}
+
+export const RevokeTokenRequest: MessageFns<RevokeTokenRequest> = {
+  encode(message: RevokeTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.httpBody !== undefined) {
+      HttpBody.encode(message.httpBody, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RevokeTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRevokeTokenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.httpBody = HttpBody.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRotateClientSecretRequest(): RotateClientSecretRequest {
+  return { appId: "", clientId: "", graceSeconds: undefined };
+}
+
+export const RotateClientSecretRequest: MessageFns<RotateClientSecretRequest> = {
+  encode(message: RotateClientSecretRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.appId !== "") {
+      writer.uint32(10).string(message.appId);
+    }
+    if (message.clientId !== "") {
+      writer.uint32(18).string(message.clientId);
+    }
+    if (message.graceSeconds !== undefined) {
+      writer.uint32(24).int32(message.graceSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateClientSecretRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateClientSecretRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.appId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.clientId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.graceSeconds = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRotateClientSecretResponse(): RotateClientSecretResponse {
+  return { clientId: "", clientSecret: "" };
+}
+
+export const RotateClientSecretResponse: MessageFns<RotateClientSecretResponse> = {
+  encode(message: RotateClientSecretResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.clientId !== "") {
+      writer.uint32(10).string(message.clientId);
+    }
+    if (message.clientSecret !== "") {
+      writer.uint32(18).string(message.clientSecret);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateClientSecretResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateClientSecretResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.clientId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.clientSecret = reader.string();
             continue;
           }
         }
@@ -1291,6 +1890,56 @@ export const OAuthServiceService = {
     responseDeserialize: (value: Buffer): GetAuthorizationServerMetadataResponse =>
       GetAuthorizationServerMetadataResponse.decode(value),
   },
+  /**
+   * IntrospectToken is the introspection endpoint (RFC 7662): `application/x-www-form-urlencoded`
+   * with `token` and an optional `token_type_hint`, the client authenticated as at the token
+   * endpoint (HTTP Basic, or client_id and client_secret in the form). Over gRPC, send the form as
+   * `http_body` and Basic in `authorization`. A token that is not an active token of the calling
+   * client's app answers `{active: false}` only.
+   */
+  introspectToken: {
+    path: "/ringfence.oauth.v1.OAuthService/IntrospectToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: IntrospectTokenRequest): Buffer =>
+      Buffer.from(IntrospectTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): IntrospectTokenRequest => IntrospectTokenRequest.decode(value),
+    responseSerialize: (value: IntrospectTokenResponse): Buffer =>
+      Buffer.from(IntrospectTokenResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): IntrospectTokenResponse => IntrospectTokenResponse.decode(value),
+  },
+  /**
+   * RevokeToken is the revocation endpoint (RFC 7009): the same form and client authentication
+   * as IntrospectToken. It answers 200 with an empty body whatever the token: a server token of
+   * the calling client is revoked until it expires; a live session access token of the client's
+   * app ends its session; any other token is left alone.
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   */
+  revokeToken: {
+    path: "/ringfence.oauth.v1.OAuthService/RevokeToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RevokeTokenRequest): Buffer => Buffer.from(RevokeTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RevokeTokenRequest => RevokeTokenRequest.decode(value),
+    responseSerialize: (value: HttpBody): Buffer => Buffer.from(HttpBody.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HttpBody => HttpBody.decode(value),
+  },
+  /**
+   * RotateClientSecret gives the client a new secret, returned this once; the old one keeps
+   * working for `grace_seconds`, then stops.
+   */
+  rotateClientSecret: {
+    path: "/ringfence.oauth.v1.OAuthService/RotateClientSecret" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RotateClientSecretRequest): Buffer =>
+      Buffer.from(RotateClientSecretRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RotateClientSecretRequest => RotateClientSecretRequest.decode(value),
+    responseSerialize: (value: RotateClientSecretResponse): Buffer =>
+      Buffer.from(RotateClientSecretResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RotateClientSecretResponse => RotateClientSecretResponse.decode(value),
+  },
 } as const;
 
 export interface OAuthServiceServer extends UntypedServiceImplementation {
@@ -1319,6 +1968,28 @@ export interface OAuthServiceServer extends UntypedServiceImplementation {
     GetAuthorizationServerMetadataRequest,
     GetAuthorizationServerMetadataResponse
   >;
+  /**
+   * IntrospectToken is the introspection endpoint (RFC 7662): `application/x-www-form-urlencoded`
+   * with `token` and an optional `token_type_hint`, the client authenticated as at the token
+   * endpoint (HTTP Basic, or client_id and client_secret in the form). Over gRPC, send the form as
+   * `http_body` and Basic in `authorization`. A token that is not an active token of the calling
+   * client's app answers `{active: false}` only.
+   */
+  introspectToken: handleUnaryCall<IntrospectTokenRequest, IntrospectTokenResponse>;
+  /**
+   * RevokeToken is the revocation endpoint (RFC 7009): the same form and client authentication
+   * as IntrospectToken. It answers 200 with an empty body whatever the token: a server token of
+   * the calling client is revoked until it expires; a live session access token of the client's
+   * app ends its session; any other token is left alone.
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   */
+  revokeToken: handleUnaryCall<RevokeTokenRequest, HttpBody>;
+  /**
+   * RotateClientSecret gives the client a new secret, returned this once; the old one keeps
+   * working for `grace_seconds`, then stops.
+   */
+  rotateClientSecret: handleUnaryCall<RotateClientSecretRequest, RotateClientSecretResponse>;
 }
 
 export interface OAuthServiceClient extends Client {
@@ -1427,6 +2098,70 @@ export interface OAuthServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetAuthorizationServerMetadataResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * IntrospectToken is the introspection endpoint (RFC 7662): `application/x-www-form-urlencoded`
+   * with `token` and an optional `token_type_hint`, the client authenticated as at the token
+   * endpoint (HTTP Basic, or client_id and client_secret in the form). Over gRPC, send the form as
+   * `http_body` and Basic in `authorization`. A token that is not an active token of the calling
+   * client's app answers `{active: false}` only.
+   */
+  introspectToken(
+    request: IntrospectTokenRequest,
+    callback: (error: ServiceError | null, response: IntrospectTokenResponse) => void,
+  ): ClientUnaryCall;
+  introspectToken(
+    request: IntrospectTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: IntrospectTokenResponse) => void,
+  ): ClientUnaryCall;
+  introspectToken(
+    request: IntrospectTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: IntrospectTokenResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RevokeToken is the revocation endpoint (RFC 7009): the same form and client authentication
+   * as IntrospectToken. It answers 200 with an empty body whatever the token: a server token of
+   * the calling client is revoked until it expires; a live session access token of the client's
+   * app ends its session; any other token is left alone.
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   */
+  revokeToken(
+    request: RevokeTokenRequest,
+    callback: (error: ServiceError | null, response: HttpBody) => void,
+  ): ClientUnaryCall;
+  revokeToken(
+    request: RevokeTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HttpBody) => void,
+  ): ClientUnaryCall;
+  revokeToken(
+    request: RevokeTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HttpBody) => void,
+  ): ClientUnaryCall;
+  /**
+   * RotateClientSecret gives the client a new secret, returned this once; the old one keeps
+   * working for `grace_seconds`, then stops.
+   */
+  rotateClientSecret(
+    request: RotateClientSecretRequest,
+    callback: (error: ServiceError | null, response: RotateClientSecretResponse) => void,
+  ): ClientUnaryCall;
+  rotateClientSecret(
+    request: RotateClientSecretRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RotateClientSecretResponse) => void,
+  ): ClientUnaryCall;
+  rotateClientSecret(
+    request: RotateClientSecretRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RotateClientSecretResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -151,7 +151,8 @@ export interface CreateAppWebhookRequest {
   url: string;
   /**
    * Event types: session.created, session.revoked, scope.granted, scope.consumed,
-   * password.changed, client.created, client.deleted. Required, not empty.
+   * password.changed, client.created, client.deleted,
+   * client.secret_rotated. Required, not empty.
    */
   events: string[];
 }

@@ -1,0 +1,194 @@
+import { jwtVerify } from "jose";
+import { isRedisUnavailable, RingfenceError } from "../errors.js";
+import { noStore, type CallContext } from "../rpc/binding.js";
+import type { AppEvents } from "../apps/webhooks.js";
+import type { HttpBody } from "../gen/google/api/httpbody.js";
+import type { IntrospectTokenResponse } from "../gen/ringfence/oauth/v1/oauth_service.js";
+import type { SessionStore } from "../session/sessions.js";
+import { authenticateClient, readCredentials, type ClientAuthDeps } from "./client-auth.js";
+import type { AuthenticatedClient } from "./clients.js";
+import { readForm, stillVouched } from "./grant.js";
+import type { CachedKeySet } from "./keys/key-set.js";
+import { SERVER_TOKEN_TYPE, SESSION_TOKEN_TYPE } from "./keys/signing-keys.js";
+
+export interface TokenLifecycleDeps extends ClientAuthDeps {
+  /** The service's published keys, cached: a token is verified without a Redis round trip. */
+  keySet: CachedKeySet;
+  /** User sessions, whose access tokens are active while the session is alive. */
+  sessions: SessionStore;
+  issuer: string;
+  /** App webhooks: `session.revoked` when a revocation ends a session. */
+  events?: AppEvents;
+}
+
+const FORM = "application/x-www-form-urlencoded";
+/** Longer than any token this service signs: a longer one is not verified at all. */
+const MAX_TOKEN_CHARS = 8192;
+
+/** The common claims of both kinds of access token, as verified. */
+interface Claims {
+  sub: string;
+  appId: string;
+  scope: string;
+  iat: number;
+  exp: number;
+  jti: string;
+}
+
+/** An access token this service signed, still within its lifetime. */
+type Token =
+  | (Claims & { kind: "server"; clientId: string; jkt?: string })
+  | (Claims & { kind: "session"; sessionId: string });
+
+/**
+ * POST /v1/session/oauth/introspect (RFC 7662): the calling client authenticated as at the token
+ * endpoint (its failures counted in the same windows), then the token's standing. A server token
+ * is active when it is of the client's app, its client still exists and it was not revoked: both
+ * read in one round trip, the signature checked against the cached key set. A session access
+ * token is active while its session is (one round trip). Anything else is `{active: false}`.
+ */
+export async function introspect(
+  deps: TokenLifecycleDeps,
+  body: { contentType: string; data: Buffer },
+  ctx: CallContext,
+): Promise<IntrospectTokenResponse> {
+  const { token, authenticated, vouch } = await authenticatedRequest(deps, body, ctx);
+  const answer = await standing(deps, token, authenticated);
+  // As for a token: no answer once a deletion of the calling client has answered.
+  await vouch();
+  return answer;
+}
+
+/**
+ * POST /v1/session/oauth/revoke (RFC 7009): 200 with an empty body whatever the token (section
+ * 2.2). A server token of the calling client is revoked until its `exp`; a live session access
+ * token of the client's app ends its session, as a logout does (`session.revoked`, reason
+ * `revoked`): RFC 7009 section 2 lets a revocation end the grant behind a token, and a client
+ * that reports a user's token is better served by ending the session than by a token that stays
+ * usable. A token of another client, another app, or no token of this service: nothing happens.
+ */
+export async function revoke(
+  deps: TokenLifecycleDeps,
+  body: { contentType: string; data: Buffer },
+  ctx: CallContext,
+): Promise<HttpBody> {
+  const { token, authenticated } = await authenticatedRequest(deps, body, ctx);
+  const read = await readToken(deps, token);
+  const { client } = authenticated;
+  if (read?.kind === "server" && read.clientId === client.clientId) {
+    await deps.clients.revoke(read.clientId, read.jti, read.exp);
+  } else if (read?.kind === "session" && read.appId === client.appId) {
+    if (await deps.sessions.end(read.sub, read.sessionId)) {
+      await deps.events?.emit(read.appId, "session.revoked", {
+        user_id: read.sub,
+        session_id: read.sessionId,
+        reason: "revoked",
+      });
+    }
+  }
+  return { contentType: "text/plain; charset=utf-8", data: Buffer.alloc(0), extensions: [] };
+}
+
+/**
+ * The form (`token`, an optional `token_type_hint`, which only hints and is not checked) and the
+ * calling client, authenticated as the token endpoint does.
+ */
+async function authenticatedRequest(
+  deps: TokenLifecycleDeps,
+  body: { contentType: string; data: Buffer },
+  ctx: CallContext,
+): Promise<{ token: string; authenticated: AuthenticatedClient; vouch: () => Promise<void> }> {
+  // Answers about tokens are never cached; errors too.
+  noStore(ctx);
+  const mediaType = body.contentType.split(";")[0]?.trim().toLowerCase() ?? "";
+  if (mediaType !== FORM) throw new RingfenceError("invalid_request", `Content-Type must be ${FORM}`);
+  const form = readForm(body.data);
+  const credentials = readCredentials(ctx, form);
+  const token = form.get("token");
+  if (token === undefined || token === "") throw new RingfenceError("invalid_request", "token is required");
+  const authenticated = await authenticateClient(deps, credentials, ctx);
+  return { token, authenticated, vouch: () => stillVouched(deps, authenticated, credentials, ctx) };
+}
+
+const INACTIVE: IntrospectTokenResponse = { active: false };
+
+async function standing(
+  deps: TokenLifecycleDeps,
+  token: string,
+  { client }: AuthenticatedClient,
+): Promise<IntrospectTokenResponse> {
+  const read = await readToken(deps, token);
+  if (read === undefined || read.appId !== client.appId) return INACTIVE;
+  const common = {
+    active: true,
+    scope: read.scope,
+    sub: read.sub,
+    exp: read.exp,
+    iat: read.iat,
+    iss: deps.issuer,
+    aud: read.appId,
+    jti: read.jti,
+    appId: read.appId,
+  };
+  if (read.kind === "server") {
+    const { clientExists, revoked } = await deps.clients.tokenStanding(read.clientId, read.jti);
+    if (!clientExists || revoked) return INACTIVE;
+    return {
+      ...common,
+      clientId: read.clientId,
+      tokenType: read.jkt === undefined ? "Bearer" : "DPoP",
+      ...(read.jkt === undefined ? {} : { cnf: { jkt: read.jkt } }),
+    };
+  }
+  if (!(await deps.sessions.alive(read.sub, read.sessionId))) return INACTIVE;
+  return { ...common, tokenType: "Bearer", sessionId: read.sessionId };
+}
+
+/**
+ * The token when this service signed it (the cached key set, ES256, this issuer), it has not
+ * expired, and its claims are those of a server token (`typ: at+jwt`, with `client_id`) or of a
+ * session access token (`typ: session+jwt`, with `session_id` and no `client_id`), `aud` its
+ * app; undefined for anything else. An unreachable Redis while reading the keys is an outage.
+ */
+async function readToken(deps: TokenLifecycleDeps, token: string): Promise<Token | undefined> {
+  if (token.length > MAX_TOKEN_CHARS) return undefined;
+  let payload: Record<string, unknown>;
+  let typ: unknown;
+  try {
+    ({
+      payload,
+      protectedHeader: { typ },
+    } = await jwtVerify(token, deps.keySet.getKey, {
+      issuer: deps.issuer,
+      algorithms: ["ES256"],
+      requiredClaims: ["exp", "iat", "aud", "jti", "sub"],
+    }));
+  } catch (err) {
+    if (isRedisUnavailable(err)) throw err;
+    return undefined;
+  }
+  const { sub, app_id: appId, aud, scope, iat, exp, jti } = payload;
+  if (
+    typeof sub !== "string" ||
+    typeof appId !== "string" ||
+    aud !== appId ||
+    typeof iat !== "number" ||
+    typeof exp !== "number" ||
+    typeof jti !== "string"
+  ) {
+    return undefined;
+  }
+  const claims: Claims = { sub, appId, scope: typeof scope === "string" ? scope : "", iat, exp, jti };
+  if (typ === SERVER_TOKEN_TYPE) {
+    const clientId = payload.client_id;
+    if (typeof clientId !== "string" || clientId !== sub) return undefined;
+    const jkt = (payload.cnf as { jkt?: unknown } | undefined)?.jkt;
+    return { ...claims, kind: "server", clientId, ...(typeof jkt === "string" ? { jkt } : {}) };
+  }
+  if (typ === SESSION_TOKEN_TYPE) {
+    const sessionId = payload.session_id;
+    if ("client_id" in payload || typeof sessionId !== "string") return undefined;
+    return { ...claims, kind: "session", sessionId };
+  }
+  return undefined;
+}
