@@ -10,13 +10,15 @@ export interface Fixture {
   clientId: string;
   clientSecret: string;
   scope: string;
+  /** A server token of the client, for introspections (valid for the whole bench). */
+  accessToken: string;
   /** Numbers for lookups, half of them with operator data imported. */
   lookupNumbers: string[];
   /** Numbers with a running V2 verification, for V2 checks. */
   v2Numbers: string[];
 }
 
-export type Call = "token" | "lookup" | "send" | "check" | "readback" | "v2lookup" | "v2check";
+export type Call = "token" | "lookup" | "send" | "check" | "readback" | "v2lookup" | "v2check" | "introspect";
 
 /** One REST request, as autocannon takes it. */
 export interface RestRequest {
@@ -82,6 +84,16 @@ export function restRequest(p: RestPlan, i: number): RestRequest {
         },
         body: TOKEN_FORM(f.scope),
       };
+    case "introspect":
+      return {
+        method: "POST",
+        path: "/v1/session/oauth/introspect",
+        headers: {
+          authorization: basicAuth(f.clientId, f.clientSecret),
+          "content-type": "application/x-www-form-urlencoded",
+        },
+        body: `token=${encodeURIComponent(f.accessToken)}`,
+      };
     case "lookup":
       return {
         method: "GET",
@@ -135,10 +147,14 @@ export function v2Number(i: number): string {
   return `+3361${String(i % 10_000).padStart(4, "0")}999`;
 }
 
-/** The `status` field of a V1 JSON answer, or the HTTP status when it has none. */
+/**
+ * The `status` field of a V1 JSON answer, `active` or `inactive` for an introspection, or the
+ * HTTP status when it has neither.
+ */
 export function answerStatus(httpStatus: number, body: string): string {
   try {
-    const parsed = JSON.parse(body) as { status?: unknown };
+    const parsed = JSON.parse(body) as { status?: unknown; active?: unknown };
+    if (typeof parsed.active === "boolean") return parsed.active ? "active" : "inactive";
     return typeof parsed.status === "string" ? parsed.status : String(httpStatus);
   } catch {
     return String(httpStatus);

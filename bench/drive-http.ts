@@ -29,7 +29,8 @@ async function drive({ baseUrl, plan, connections, seconds }: HttpLoad): Promise
   const statuses: Record<string, number> = {};
   const errors: string[] = [];
   const authUuids: string[] = [];
-  const readsBody = plan.call === "send" || plan.call === "check" || plan.call === "v2check";
+  const readsBody =
+    plan.call === "send" || plan.call === "check" || plan.call === "v2check" || plan.call === "introspect";
   let issued = 0;
   let ok = 0;
   let failed = 0;

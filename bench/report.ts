@@ -8,7 +8,7 @@ export interface Cell {
   id: string;
   label: string;
   transport: "rest" | "grpc";
-  call: "token" | "lookup" | "send" | "check" | "readback" | "v2lookup" | "v2check";
+  call: "token" | "lookup" | "send" | "check" | "readback" | "v2lookup" | "v2check" | "introspect";
   /** References measured beside ours. */
   refs: Target[];
 }
@@ -27,6 +27,13 @@ export const CELLS: Cell[] = [
   { id: "rest-readback", label: "REST read-back", transport: "rest", call: "readback", refs: [] },
   { id: "rest-v2-lookup", label: "REST V2 lookup", transport: "rest", call: "v2lookup", refs: [] },
   { id: "rest-v2-check", label: "REST V2 check", transport: "rest", call: "v2check", refs: [] },
+  {
+    id: "rest-introspect",
+    label: "REST introspection",
+    transport: "rest",
+    call: "introspect",
+    refs: [],
+  },
   { id: "grpc-token", label: "gRPC token", transport: "grpc", call: "token", refs: ["floor"] },
   { id: "grpc-lookup", label: "gRPC lookup", transport: "grpc", call: "lookup", refs: [] },
 ];
@@ -50,6 +57,8 @@ export const ROUND_TRIP_TARGETS: Partial<Record<Cell["call"], number>> = {
   v2lookup: 1,
   // The target index, then the check script with the correlation_id (docs/v2-api.md#check).
   v2check: 2,
+  // A valid server token: its client and its revocation, read together (docs/session-api.md#introspection).
+  introspect: 1,
 };
 
 export interface Meta {

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort, waitFor } from "../test/support/redis.js";
 import { run, spawnLogged, stop, type Logged } from "./processes.js";
-import { v2Number, type Fixture } from "./calls.js";
+import { basicAuth, TOKEN_FORM, v2Number, type Fixture } from "./calls.js";
 
 const CLI = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 
@@ -144,6 +144,19 @@ export async function setUp(
   if (res.status !== 201)
     throw new Error(`creating the OAuth client answered ${res.status}: ${JSON.stringify(client)}`);
 
+  // A server token for the introspections, got as a client would.
+  const granted = await fetch(`${service.baseUrl}/v1/session/oauth/token`, {
+    method: "POST",
+    headers: {
+      authorization: basicAuth(client.client_id ?? "", client.client_secret ?? ""),
+      "content-type": "application/x-www-form-urlencoded",
+    },
+    body: TOKEN_FORM(SCOPE),
+  });
+  const grant = (await granted.json()) as { access_token?: string };
+  if (granted.status !== 200 || grant.access_token === undefined)
+    throw new Error(`the token for introspections answered ${granted.status}: ${JSON.stringify(grant)}`);
+
   // V2 verifications for the V2 checks, made through the V2 API as a customer would.
   const v2Numbers = Array.from({ length: V2_VERIFICATIONS }, (_, i) => v2Number(i));
   for (const value of v2Numbers) {
@@ -162,6 +175,7 @@ export async function setUp(
     clientId: client.client_id ?? "",
     clientSecret: client.client_secret ?? "",
     scope: SCOPE,
+    accessToken: grant.access_token,
     lookupNumbers,
     v2Numbers,
   };

@@ -350,11 +350,17 @@ describe("envoy/envoy.yaml Lua filter, run by a Lua VM", () => {
       404,
       { code: "not_found", message: "Could not resolve" },
     ]);
-    const token = await filter({ ":path": "/v1/session/oauth/token" }, plain(400), "bad body");
-    expect([token.status, JSON.parse(token.body)]).to.deep.equal([
-      400,
-      { error: "invalid_request", error_description: "bad body" },
-    ]);
+    for (const path of [
+      "/v1/session/oauth/token",
+      "/v1/session/oauth/introspect",
+      "/v1/session/oauth/revoke",
+    ]) {
+      const token = await filter({ ":path": path }, plain(400), "bad body");
+      expect([token.status, JSON.parse(token.body)], path).to.deep.equal([
+        400,
+        { error: "invalid_request", error_description: "bad body" },
+      ]);
+    }
     const v2 = await filter(
       { ":path": "/v2/verification/nothing?x=1", "x-request-id": "envoy-1" },
       plain(404),
