@@ -18,7 +18,7 @@ import { forkModule, killChildrenOnExit, nextMessage, stop, trackPid, type Logge
 import { countRedisWork, WARMUP_CALLS } from "./redis-count.js";
 import { RedisRoundTrips } from "./redis-proxy.js";
 import { CELLS, markdown, targetLabel, type Cell, type Report, type Target } from "./report.js";
-import { setUp, startProviderStub, startService, type Service } from "./service.js";
+import { serverToken, setUp, startProviderStub, startService, type Service } from "./service.js";
 import type { LoadResult } from "./stats.js";
 import type { HttpLoad } from "./drive-http.js";
 import type { GrpcLoad } from "./drive-grpc.js";
@@ -158,6 +158,9 @@ async function main(): Promise<void> {
 
   // Phase 2: load, the service connected straight to Redis, beside the references.
   const service = await startService(env, join(workDir, "service.log"));
+  if (cells.some((c) => c.call === "introspect")) {
+    fixture.accessToken = await serverToken(service, fixture.clientId, fixture.clientSecret);
+  }
   report.meta.serviceProcesses = service.processes();
   const refs = await startReferences(cells, fixture, workDir);
   const address = (cell: Cell, t: Target) =>

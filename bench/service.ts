@@ -144,19 +144,6 @@ export async function setUp(
   if (res.status !== 201)
     throw new Error(`creating the OAuth client answered ${res.status}: ${JSON.stringify(client)}`);
 
-  // A server token for the introspections, got as a client would.
-  const granted = await fetch(`${service.baseUrl}/v1/session/oauth/token`, {
-    method: "POST",
-    headers: {
-      authorization: basicAuth(client.client_id ?? "", client.client_secret ?? ""),
-      "content-type": "application/x-www-form-urlencoded",
-    },
-    body: TOKEN_FORM(SCOPE),
-  });
-  const grant = (await granted.json()) as { access_token?: string };
-  if (granted.status !== 200 || grant.access_token === undefined)
-    throw new Error(`the token for introspections answered ${granted.status}: ${JSON.stringify(grant)}`);
-
   // V2 verifications for the V2 checks, made through the V2 API as a customer would.
   const v2Numbers = Array.from({ length: V2_VERIFICATIONS }, (_, i) => v2Number(i));
   for (const value of v2Numbers) {
@@ -175,10 +162,29 @@ export async function setUp(
     clientId: client.client_id ?? "",
     clientSecret: client.client_secret ?? "",
     scope: SCOPE,
-    accessToken: grant.access_token,
+    accessToken: await serverToken(service, client.client_id ?? "", client.client_secret ?? ""),
     lookupNumbers,
     v2Numbers,
   };
+}
+
+/**
+ * A server token of the client from `service`, got as a client would, for introspections: each
+ * service signs with its own ISSUER_URL, so the load phase's service needs one of its own.
+ */
+export async function serverToken(service: Service, clientId: string, secret: string): Promise<string> {
+  const granted = await fetch(`${service.baseUrl}/v1/session/oauth/token`, {
+    method: "POST",
+    headers: {
+      authorization: basicAuth(clientId, secret),
+      "content-type": "application/x-www-form-urlencoded",
+    },
+    body: TOKEN_FORM(SCOPE),
+  });
+  const grant = (await granted.json()) as { access_token?: string };
+  if (granted.status !== 200 || grant.access_token === undefined)
+    throw new Error(`the token for introspections answered ${granted.status}: ${JSON.stringify(grant)}`);
+  return grant.access_token;
 }
 
 /** A stand-in SMS and email provider over HTTP that accepts everything at once, as a fast provider would. */
