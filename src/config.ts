@@ -625,12 +625,12 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
   TOKEN_FAILURES_CLIENT: {
     section: "session",
     rule: WINDOW_RULE,
-    text: "Failed client authentications of one `client_id` at the token endpoint.",
+    text: "Failed client authentications of one `client_id` at the token, introspection and revocation endpoints.",
   },
   TOKEN_FAILURES_IP: {
     section: "session",
     rule: WINDOW_RULE,
-    text: "Failed client authentications from one client address at the token endpoint.",
+    text: "Failed client authentications from one client address at the token, introspection and revocation endpoints.",
   },
   API_KEY_FAILURES_IP: {
     section: "session",
