@@ -3,8 +3,10 @@ import { randomUUID } from "node:crypto";
 import * as oauth from "oauth4webapi";
 import { decodeJwt, generateKeyPair, SignJWT } from "jose";
 import { Redis } from "ioredis";
-import { startTestApp, type TestApp } from "../support/app.js";
-import { rest } from "../support/rest.js";
+import { status } from "@grpc/grpc-js";
+import { insecure, metadata, startTestApp, unary, type TestApp } from "../support/app.js";
+import { basicAuth, rest } from "../support/rest.js";
+import { OAuthServiceClient } from "../../src/gen/ringfence/oauth/v1/oauth_service.js";
 import { startRedisRelay } from "../support/redis.js";
 import { testRedisUrl } from "../support/hooks.js";
 import { signAccessToken } from "../../src/oauth/keys/signing-keys.js";
@@ -216,6 +218,36 @@ describe("token introspection (RFC 7662)", () => {
     expect(wrong.headers.get("cache-control")).to.equal("no-store");
     const none = await introspect(token, null);
     expect([none.status, none.body.error]).to.deep.equal([401, "invalid_client"]);
+  });
+
+  it("introspects and revokes over gRPC with the form as http_body and Basic in metadata", async () => {
+    const client = new OAuthServiceClient(app.grpcAddress, insecure);
+    try {
+      const token = await serverToken(app, c);
+      const form = { contentType: "application/x-www-form-urlencoded", extensions: [] };
+      const httpBody = { ...form, data: Buffer.from(new URLSearchParams({ token }).toString()) };
+      const md = () => metadata(basicAuth(c.clientId, c.secret));
+      const on = await unary(client.introspectToken.bind(client), { httpBody }, md());
+      expect(on.err).to.equal(null);
+      expect(on.res).to.include({ active: true, clientId: c.clientId, tokenType: "Bearer" });
+      expect(on.headers?.get("cache-control")).to.deep.equal(["no-store"]);
+      const revoked = await unary(client.revokeToken.bind(client), { httpBody }, md());
+      expect(revoked.err).to.equal(null);
+      expect(revoked.res?.data.length).to.equal(0);
+      const off = await unary(client.introspectToken.bind(client), { httpBody }, md());
+      expect(off.res).to.deep.include({ active: false, clientId: undefined });
+      const bad = await unary(
+        client.introspectToken.bind(client),
+        { httpBody },
+        metadata(basicAuth(c.clientId, "rfs_wrong")),
+      );
+      expect(bad.err?.code).to.equal(status.UNAUTHENTICATED);
+      expect(JSON.parse(String(bad.err?.metadata.get("x-http-body")[0]))).to.include({
+        error: "invalid_client",
+      });
+    } finally {
+      client.close();
+    }
   });
 
   it("reads a server token's client and revocation in one round trip", async () => {
