@@ -65,16 +65,18 @@ describe("token introspection (RFC 7662)", () => {
     it(`introspects an active server token with oauth4webapi (${method}), every field of the decision`, async () => {
       const token = await serverToken(app, c);
       const as = await discover(app);
+      // A client authenticates only by the method it registered: each method has its client.
+      const who = method === "client_secret_basic" ? c : await newClient(app, owner, undefined, method);
       const auth =
         method === "client_secret_basic"
-          ? oauth.ClientSecretBasic(c.secret)
-          : oauth.ClientSecretPost(c.secret);
-      const res = await oauth.introspectionRequest(as, { client_id: c.clientId }, auth, token, {
+          ? oauth.ClientSecretBasic(who.secret)
+          : oauth.ClientSecretPost(who.secret);
+      const res = await oauth.introspectionRequest(as, { client_id: who.clientId }, auth, token, {
         [oauth.allowInsecureRequests]: true,
         additionalParameters: { token_type_hint: "access_token" },
       });
       expect(res.headers.get("cache-control")).to.equal("no-store");
-      const answer = await oauth.processIntrospectionResponse(as, { client_id: c.clientId }, res);
+      const answer = await oauth.processIntrospectionResponse(as, { client_id: who.clientId }, res);
       const claims = decodeJwt(token);
       expect(answer).to.deep.equal({
         active: true,

@@ -26,11 +26,12 @@ export async function newApp(app: TestApp, name = "Backend"): Promise<AppCreds> 
   return { appId: made.app_id, key: made.management_api_key };
 }
 
-/** Registers a client credentials client of `owner` over REST. */
+/** Registers a client credentials client of `owner` over REST, authenticating by `authMethod`. */
 export async function newClient(
   app: TestApp,
   owner: AppCreds,
   scopes: string[] = ["billing:read"],
+  authMethod: "client_secret_basic" | "client_secret_post" = "client_secret_basic",
 ): Promise<ClientCreds> {
   const r = await rest(app.baseUrl).call("POST", `/v2/session/apps/${owner.appId}/oauth/clients`, {
     body: {
@@ -38,6 +39,7 @@ export async function newClient(
       provider_url: "https://backend.example.com",
       scopes,
       grant_types: ["client_credentials"],
+      token_endpoint_auth_method: authMethod,
     },
     bearer: owner.key,
   });
