@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { randomUUID } from "node:crypto";
 import * as oauth from "oauth4webapi";
-import { decodeJwt, generateKeyPair, SignJWT } from "jose";
+import { calculateJwkThumbprint, decodeJwt, exportJWK, generateKeyPair, SignJWT } from "jose";
 import { Redis } from "ioredis";
 import { status } from "@grpc/grpc-js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "../support/app.js";
@@ -59,6 +59,36 @@ describe("token introspection (RFC 7662)", () => {
     expect(as.revocation_endpoint_auth_methods_supported).to.deep.equal(
       as.token_endpoint_auth_methods_supported,
     );
+  });
+
+  it("introspects a DPoP-bound token as token_type DPoP with its cnf.jkt (oauth4webapi's DPoP handle)", async () => {
+    const as = await discover(app);
+    const client: oauth.Client = { client_id: c.clientId };
+    const keyPair = await generateKeyPair("ES256", { extractable: true });
+    const granted = await oauth.processClientCredentialsResponse(
+      as,
+      client,
+      await oauth.clientCredentialsGrantRequest(
+        as,
+        client,
+        oauth.ClientSecretBasic(c.secret),
+        new URLSearchParams({ scope: "billing:read" }),
+        { DPoP: oauth.DPoP(client, keyPair), [oauth.allowInsecureRequests]: true },
+      ),
+    );
+    const res = await oauth.introspectionRequest(
+      as,
+      client,
+      oauth.ClientSecretBasic(c.secret),
+      granted.access_token,
+      {
+        [oauth.allowInsecureRequests]: true,
+      },
+    );
+    const answer = await oauth.processIntrospectionResponse(as, client, res);
+    const jkt = await calculateJwkThumbprint(await exportJWK(keyPair.publicKey), "sha256");
+    expect(answer).to.include({ active: true, token_type: "DPoP" });
+    expect(answer.cnf).to.deep.equal({ jkt });
   });
 
   for (const method of ["client_secret_basic", "client_secret_post"] as const) {
