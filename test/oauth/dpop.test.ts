@@ -1,3 +1,4 @@
+import { discover as discoverIssuer } from "../support/oauth-clients.js";
 import { expect } from "chai";
 import * as oauth from "oauth4webapi";
 import {
@@ -55,14 +56,7 @@ describe("DPoP at the token endpoint (RFC 9449)", () => {
   const issuer = () => app.config.ISSUER_URL;
   const tokenEndpoint = () => `${issuer()}/v1/session/oauth/token`;
 
-  async function discover(): Promise<oauth.AuthorizationServer> {
-    const url = new URL(issuer());
-    const res = await oauth.discoveryRequest(url, {
-      algorithm: "oauth2",
-      [oauth.allowInsecureRequests]: true,
-    });
-    return oauth.processDiscoveryResponse(url, res);
-  }
+  const discover = () => discoverIssuer(app);
 
   function proof(
     key: ProofKey,

@@ -1,3 +1,4 @@
+import { discover as discoverIssuer } from "../support/oauth-clients.js";
 import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
 import * as oauth from "oauth4webapi";
@@ -84,14 +85,7 @@ describe("server tokens (OAuth client credentials)", () => {
   const issuer = () => app.config.ISSUER_URL;
   const jwks = () => createRemoteJWKSet(new URL(`${issuer()}/.well-known/jwks.json`));
 
-  async function discover(): Promise<oauth.AuthorizationServer> {
-    const url = new URL(issuer());
-    const res = await oauth.discoveryRequest(url, {
-      algorithm: "oauth2",
-      [oauth.allowInsecureRequests]: true,
-    });
-    return oauth.processDiscoveryResponse(url, res);
-  }
+  const discover = () => discoverIssuer(app);
 
   describe("with a real OAuth client library", () => {
     for (const method of ["client_secret_basic", "client_secret_post"] as const) {

@@ -1,3 +1,4 @@
+import { discover as discoverIssuer } from "../support/oauth-clients.js";
 import { expect } from "chai";
 import { generateKeyPairSync } from "node:crypto";
 import { createServer, type Server } from "node:http";
@@ -136,14 +137,7 @@ describe("private_key_jwt client authentication (RFC 7523) and registered auth m
     expect(r.headers.get("cache-control")).to.equal("no-store");
   }
 
-  async function discover(): Promise<oauth.AuthorizationServer> {
-    const url = new URL(issuer());
-    const res = await oauth.discoveryRequest(url, {
-      algorithm: "oauth2",
-      [oauth.allowInsecureRequests]: true,
-    });
-    return oauth.processDiscoveryResponse(url, res);
-  }
+  const discover = () => discoverIssuer(app);
 
   describe("with a real OAuth client library", () => {
     it("discovers private_key_jwt and its signing algorithms in the metadata", async () => {

@@ -1,3 +1,4 @@
+import { sample } from "../support/metrics.js";
 import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
 import { createRemoteJWKSet, decodeJwt, jwtVerify } from "jose";
@@ -18,19 +19,6 @@ import { PWD } from "../support/stepup.js";
  */
 
 const PASSWORD = "correct horse battery";
-
-/** The sum of an exposition's samples of `name` carrying `labels`. */
-function sample(text: string, name: string, labels: Record<string, string>): number {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  let sum = 0;
-  for (const line of text.split("\n")) {
-    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (m?.[1] !== name) continue;
-    const have = new Set((m[2] ?? "").split(/,(?=[a-zA-Z_]\w*=")/));
-    if (wanted.every((w) => have.has(w))) sum += Number(m[3]);
-  }
-  return sum;
-}
 
 class Rig {
   private phoneSeq = 612_700_000;
