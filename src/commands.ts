@@ -493,7 +493,7 @@ function snakeCase(value: unknown): unknown {
 const fraud = program
   .command("fraud")
   .description(
-    "steer and read the fraud engine: modes, geo permissions, trusted numbers, decisions, insights",
+    "steer and read the fraud engine: modes, geo permissions, trusted numbers, decisions, insights, and simulate to try a policy on a traffic file",
   )
   .addHelpText(
     "after",
