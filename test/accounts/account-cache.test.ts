@@ -1,6 +1,5 @@
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
-import { Redis } from "ioredis";
 import { Keys } from "../../src/redis/client.js";
 import { Secrets } from "../../src/crypto/secrets.js";
 import { ACCOUNT_MAX_AGE_MS, AccountCache } from "../../src/accounts/cache.js";
@@ -8,7 +7,7 @@ import { RedisAccountStore } from "../../src/accounts/store.js";
 import { announceChange, WatchedCache } from "../../src/redis/watched-cache.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { rest, type RestAnswer } from "../support/rest.js";
-import { testRedisUrl } from "../support/hooks.js";
+import { redisConnections, testRedisUrl } from "../support/hooks.js";
 import { commandsDuring } from "../support/redis.js";
 import { startElsewhere, type Elsewhere } from "../support/elsewhere.js";
 
@@ -20,15 +19,7 @@ const FR_MOBILE = "+33612345678";
  * is honoured at once when its announcement arrives, and within a second when it does not.
  */
 describe("accounts kept in the process", () => {
-  const conns: Redis[] = [];
-  const connect = () => {
-    const r = new Redis(testRedisUrl());
-    conns.push(r);
-    return r;
-  };
-  after(() => {
-    for (const c of conns.splice(0)) c.disconnect();
-  });
+  const connect = redisConnections();
 
   describe("in the service", () => {
     let app: TestApp;

@@ -1,10 +1,9 @@
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
-import { Redis } from "ioredis";
 import { Keys } from "../../src/redis/client.js";
 import { TokenFailures } from "../../src/oauth/failures.js";
 import type { WindowRule } from "../../src/otp/code.js";
-import { testRedisUrl } from "../support/hooks.js";
+import { redisConnections, testRedisUrl } from "../support/hooks.js";
 import { commandsDuring } from "../support/redis.js";
 
 /**
@@ -14,15 +13,7 @@ import { commandsDuring } from "../support/redis.js";
  * nothing each.
  */
 describe("failed token attempts in their windows", () => {
-  const conns: Redis[] = [];
-  const connect = () => {
-    const r = new Redis(testRedisUrl());
-    conns.push(r);
-    return r;
-  };
-  after(() => {
-    for (const c of conns.splice(0)) c.disconnect();
-  });
+  const connect = redisConnections();
 
   /** `processes` failure counters on connections of their own, over one key prefix. */
   function processes(n: number, rules: { perClient: WindowRule; perAddress: WindowRule }) {

@@ -1,7 +1,6 @@
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
-import { Redis } from "ioredis";
-import { testRedisUrl } from "../support/hooks.js";
+import { redisConnections, testRedisUrl } from "../support/hooks.js";
 import { commandsDuring } from "../support/redis.js";
 
 /**
@@ -10,15 +9,7 @@ import { commandsDuring } from "../support/redis.js";
  * monitor() then failed with "Command queue state error", unhandled, on a busy machine.
  */
 describe("commands seen through MONITOR", () => {
-  const conns: Redis[] = [];
-  const connect = () => {
-    const r = new Redis(testRedisUrl());
-    conns.push(r);
-    return r;
-  };
-  after(() => {
-    for (const c of conns.splice(0)) c.disconnect();
-  });
+  const connect = redisConnections();
 
   it("sees every command of its callback while other commands stream past as it starts", async () => {
     const busy = connect();

@@ -1,4 +1,5 @@
 import { installFetchRecorder, setCurrentTest, violations } from "./ding-contract.js";
+import { Redis } from "ioredis";
 import { startRedis, type RedisServer } from "./redis.js";
 
 let redis: RedisServer | undefined;
@@ -7,6 +8,22 @@ let redis: RedisServer | undefined;
 export function testRedisUrl(): string {
   if (redis === undefined) throw new Error("the test Redis is not running");
   return redis.url;
+}
+
+/**
+ * Connections to the test Redis for one describe block, each its own client, all disconnected
+ * after the block: call it inside `describe`.
+ */
+export function redisConnections(): () => Redis {
+  const conns: Redis[] = [];
+  after(() => {
+    for (const c of conns.splice(0)) c.disconnect();
+  });
+  return () => {
+    const r = new Redis(testRedisUrl());
+    conns.push(r);
+    return r;
+  };
 }
 
 // Every V1 answer a test receives is checked against the original SDKs' models.
