@@ -1,7 +1,7 @@
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import { errorMessage } from "../log.js";
-import type { NumberFacts, ParsedNumber } from "../lookup/numbers.js";
+import { describeNumber, parseE164, type NumberFacts, type ParsedNumber } from "../lookup/numbers.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
@@ -200,6 +200,17 @@ export class FraudEngine {
     facts: Pick<NumberFacts, "mcc" | "mnc" | "carrier">,
   ): Destination {
     return destinationOf(phone, facts, this.deps.config.FRAUD_PREFIX_DIGITS);
+  }
+
+  /** Where a number goes, from what the lookup knows of it (no Redis). */
+  async destinationOf(phone: ParsedNumber): Promise<Destination> {
+    return this.destination(phone, await describeNumber(phone));
+  }
+
+  /** The conversion of the last send to `e164`: a right code, V1 feedback `onboarded`. */
+  async convertedNumber(api: FraudApi, tenant: string, e164: string): Promise<boolean> {
+    const phone = parseE164(e164);
+    return phone === undefined ? false : this.converted(api, tenant, await this.destinationOf(phone));
   }
 
   sendKeys(tenant: string, d: Destination): FraudSendKeys {

@@ -3,7 +3,7 @@
 // the run (docs/fraud.md#try-a-policy-simulate).
 import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
-import { describeNumber, parseE164 } from "../lookup/numbers.js";
+import { parseE164 } from "../lookup/numbers.js";
 import { Keys, scanKeys, type RedisClient } from "../redis/client.js";
 import { FRAUD_APIS, FraudEngine, type Destination, type FraudApi, type FraudSettings } from "./engine.js";
 
@@ -249,7 +249,7 @@ export async function simulate(
     if (d === undefined) {
       const phone = parseE164(line.e164);
       if (phone === undefined) throw new TrafficError(`line ${line.line}: phone_number is not valid`);
-      d = engine.destination(phone, await describeNumber(phone));
+      d = await engine.destinationOf(phone);
       destinations.set(line.e164, d);
     }
     sends.push({ line, d });

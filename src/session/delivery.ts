@@ -10,7 +10,7 @@ import { refusalName, type Destination, type FraudEngine } from "../fraud/engine
 import { noteRefusal } from "../observability/calls.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import type { AppStore } from "../apps/store.js";
-import { describeNumber, parseE164 } from "../lookup/numbers.js";
+import { parseE164 } from "../lookup/numbers.js";
 import { limitSubject } from "../net/cidr.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { SmsProvider } from "../messaging/sms.js";
@@ -136,11 +136,7 @@ export class CodeSender {
 
   /** A right code for an SMS sent to this identifier: the fraud engine counts the conversion. */
   async converted(appId: string, id: Identifier): Promise<void> {
-    if (id.type !== "phone_number") return;
-    const phone = parseE164(id.value);
-    if (phone === undefined) return;
-    const facts = await describeNumber(phone);
-    await this.deps.fraud.converted("session", appId, this.deps.fraud.destination(phone, facts));
+    if (id.type === "phone_number") await this.deps.fraud.convertedNumber("session", appId, id.value);
   }
 
   /** Sends a code; counted for the app once the provider accepted it. */

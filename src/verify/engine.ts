@@ -277,7 +277,7 @@ export class VerifyEngine {
     const price = this.priceFor(phone.countryCode);
     const place = sendPlace(account.customerUuid, authUuid, phone, "", "", config, t);
     const { fraud } = this.deps;
-    const destination = fraud.destination(phone, await describeNumber(phone));
+    const destination = await fraud.destinationOf(phone);
     const sms = {
       to: phone.e164,
       from: auth.from,
@@ -356,10 +356,7 @@ export class VerifyEngine {
 
   /** A right code, or V1 feedback `onboarded`: the fraud engine counts the number's conversion. */
   async converted(api: VerifyApi, customer: string, e164: string): Promise<void> {
-    const phone = parseE164(e164);
-    if (phone === undefined) return;
-    const { fraud } = this.deps;
-    await fraud.converted(api, customer, fraud.destination(phone, await describeNumber(phone)));
+    await this.deps.fraud.convertedNumber(api, customer, e164);
   }
 
   /** Turns a delivery receipt into its authentication's event, in its API's shape. */
