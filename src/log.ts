@@ -93,6 +93,8 @@ export function createLogger(
   // written while one write is in flight go out together.
   const destination = write === undefined ? pino.destination({ dest: 2, sync: false }) : undefined;
   const logger: Pino = write === undefined ? pino(options, destination) : pino(options, { write });
+  // The context's members as they follow the time in every line: `,"worker":1,"pid":42`.
+  const base = Object.keys(context).length === 0 ? "" : `,${JSON.stringify(context).slice(1, -1)}`;
   let closed = false;
   const emit =
     (lvl: LogLevel) =>
@@ -107,7 +109,13 @@ export function createLogger(
     warn: emit("warn"),
     error: emit("error"),
     infoPlain: (msg, fields) => {
-      if (!closed) logger.info(fields, msg);
+      if (closed || !logger.isLevelEnabled("info")) return;
+      // The line pino would write (level, time, context, fields, msg), put together by hand: it
+      // is written once per call, and this costs a fraction of pino's generic serializer.
+      const rest = JSON.stringify({ ...contextFields(), ...fields, msg });
+      const line = `{"level":"info","time":"${new Date().toISOString()}"${base},${rest.slice(1)}\n`;
+      if (destination !== undefined) destination.write(line);
+      else write?.(line);
     },
     close: () => {
       if (closed || destination === undefined) {

@@ -20,6 +20,7 @@ import {
   HTTP_STATUS_MARKER,
   invoke,
   type InvokeDeps,
+  type Outcome,
   type ServiceBinding,
 } from "../rpc/binding.js";
 import { REQUEST_ID_HEADER, requestIdOf, elapsedMs } from "../observability/calls.js";
@@ -85,13 +86,18 @@ export function createGateway(bindings: readonly ServiceBinding[], deps: Gateway
         send(res, 200, document, "application/json", { "cache-control": "public, max-age=300" });
         return;
       }
-      void handle(routes, exact, deps, req, res).catch((err: unknown) => {
+      const fail = (err: unknown) => {
         deps.log.error("gateway failure", { error: errorMessage(err) });
         if (!res.headersSent) {
           closeUnlessRead(req, res);
           sendError(res, "session", deps.docsUrl, err, {});
         } else res.destroy();
-      });
+      };
+      try {
+        handle(routes, exact, deps, req, res, fail);
+      } catch (err) {
+        fail(err);
+      }
     },
   );
   return server;
@@ -147,13 +153,19 @@ function safeMatch(template: PathTemplate, path: string): boolean {
   }
 }
 
-async function handle(
+/**
+ * Answers one request; `fail` takes what goes wrong past the call's own error mapping. A call
+ * its handler answers at once is written at once: no promise between the body's last byte and
+ * the answer (src/awaitable.ts).
+ */
+function handle(
   routes: Route[],
   exact: ReadonlyMap<string, Route>,
   deps: GatewayDeps,
   req: IncomingMessage,
   res: ServerResponse,
-) {
+  fail: (err: unknown) => void,
+): void {
   const rawUrl = req.url ?? "/";
   const q = rawUrl.indexOf("?");
   const rawPath = q < 0 ? rawUrl : rawUrl.slice(0, q);
@@ -185,8 +197,16 @@ async function handle(
   };
 
   if (verb === "GET" && (rawPath === "/healthz" || rawPath === "/readyz")) {
-    const up = rawPath === "/healthz" || (await deps.ready().catch(() => false));
-    sendJson(res, up ? 200 : 503, { status: up ? "ok" : "unavailable" }, {});
+    const health = (up: boolean) => {
+      sendJson(res, up ? 200 : 503, { status: up ? "ok" : "unavailable" }, {});
+    };
+    if (rawPath === "/healthz") health(true);
+    else
+      deps
+        .ready()
+        .catch(() => false)
+        .then(health)
+        .catch(fail);
     return;
   }
 
@@ -233,32 +253,49 @@ async function handle(
     return;
   }
 
-  const { binding } = route;
-  let request: unknown;
-  try {
-    const body = await readBody(req, deps.maxBodyBytes);
-    const json = requestJson(route, vars, parseQuery(rawQuery), body, req.headers["content-type"]);
-    const message = decodeJson(route.input, json);
-    request = route.definition.requestDeserialize(Buffer.from(toBinary(route.input, message)));
-  } catch (err) {
+  const found = route;
+  const { binding } = found;
+  const refuseBadRequest = (err: unknown) => {
     const e = err instanceof RingfenceError ? err : new RingfenceError("bad_request", cleanMessage(err));
-    refuse(route, binding.dialectOf(route.method), e, binding.headers);
-    return;
-  }
-
-  const incoming = (name: string) => firstHeader(req, name);
-  // The built-in gateway is the edge: the socket's peer is the client, whatever it claims.
-  const client =
-    req.socket.remoteAddress === undefined ? undefined : normalizeAddress(req.socket.remoteAddress);
-  const received = {
-    transport: "http" as const,
-    header: incoming,
-    clientAddress: client,
-    requestId,
-    startedAt,
-    deadlineMs,
+    refuse(found, binding.dialectOf(found.method), e, binding.headers);
   };
-  const outcome = await invoke(binding, route.method, request, received, deps);
+  const respond = (outcome: Outcome) => {
+    answer(res, found, outcome);
+  };
+  readBody(req, deps.maxBodyBytes, (bodyError, body) => {
+    let request: unknown;
+    try {
+      if (bodyError !== undefined) throw bodyError;
+      const json = requestJson(found, vars, parseQuery(rawQuery), body, req.headers["content-type"]);
+      const message = decodeJson(found.input, json);
+      request = found.definition.requestDeserialize(Buffer.from(toBinary(found.input, message)));
+    } catch (err) {
+      refuseBadRequest(err);
+      return;
+    }
+    // The built-in gateway is the edge: the socket's peer is the client, whatever it claims.
+    const client =
+      req.socket.remoteAddress === undefined ? undefined : normalizeAddress(req.socket.remoteAddress);
+    const received = {
+      transport: "http" as const,
+      header: (name: string) => firstHeader(req, name),
+      clientAddress: client,
+      requestId,
+      startedAt,
+      deadlineMs,
+    };
+    try {
+      const outcome = invoke(binding, found.method, request, received, deps);
+      if (outcome instanceof Promise) outcome.then(respond).catch(fail);
+      else respond(outcome);
+    } catch (err) {
+      fail(err);
+    }
+  });
+}
+
+/** Writes the call's answer: its error, its HttpBody as it is, or its proto3 JSON. */
+function answer(res: ServerResponse, route: Route, outcome: Outcome): void {
   if (!outcome.ok) {
     const { error } = outcome;
     send(res, error.httpStatus, JSON.stringify(error.body), "application/json", outcome.headers);
@@ -442,34 +479,48 @@ function parseQuery(raw: string): [string, string][] {
 }
 
 /**
- * The request's body, up to `limit` bytes. Past it (declared or while reading) the promise is
- * refused at once and the rest is left unread: the refusal closes the connection (`closeUnlessRead`).
+ * The request's body, up to `limit` bytes, to `done`. Past it (declared or while reading) `done`
+ * is told at once and the rest is left unread: the refusal closes the connection
+ * (`closeUnlessRead`). `done` is called once.
  */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const declared = Number(req.headers["content-length"] ?? "0");
-    if (declared > limit) {
-      reject(new RingfenceError("payload_too_large", `the body may not exceed ${limit} bytes`));
+function readBody(
+  req: IncomingMessage,
+  limit: number,
+  done: (err: Error | undefined, body: Buffer) => void,
+): void {
+  const tooLarge = () => new RingfenceError("payload_too_large", `the body may not exceed ${limit} bytes`);
+  let told = false;
+  const tell = (err: Error | undefined, body: Buffer) => {
+    if (told) return;
+    told = true;
+    done(err, body);
+  };
+  const declared = Number(req.headers["content-length"] ?? "0");
+  if (declared > limit) {
+    tell(tooLarge(), EMPTY);
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  req.on("data", (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > limit) {
+      req.removeAllListeners("data");
+      req.pause();
+      tell(tooLarge(), EMPTY);
       return;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        req.removeAllListeners("data");
-        req.pause();
-        reject(new RingfenceError("payload_too_large", `the body may not exceed ${limit} bytes`));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on("end", () => {
-      resolve(Buffer.concat(chunks));
-    });
-    req.on("error", reject);
+    chunks.push(chunk);
+  });
+  req.on("end", () => {
+    tell(undefined, chunks.length === 1 ? (chunks[0] ?? EMPTY) : Buffer.concat(chunks));
+  });
+  req.on("error", (err) => {
+    tell(err, EMPTY);
   });
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /**
  * For an answer given before the request's body was read to its end (too large, unreadable, a

@@ -104,7 +104,7 @@ function implement(binding: ServiceBinding, deps: GrpcDeps): UntypedServiceImple
         startedAt,
         ...(Number.isFinite(deadlineMs) ? { deadlineMs } : {}),
       };
-      void invoke(binding, method, call.request, received, deps).then((outcome) => {
+      void Promise.resolve(invoke(binding, method, call.request, received, deps)).then((outcome) => {
         if (outcome.ok) {
           if (Object.keys(outcome.headers).length > 0) call.sendMetadata(toMetadata(outcome.headers));
           callback(null, outcome.response);

@@ -1,3 +1,4 @@
+import { andThen, type Awaitable } from "../awaitable.js";
 import { RingfenceError } from "../errors.js";
 import type { CallContext } from "../rpc/binding.js";
 import { assertedClientId, type ClientAssertions } from "./client-assertion.js";
@@ -89,14 +90,19 @@ function readAssertion(form: Map<string, string>, basic: boolean): ClientCredent
  * assertion) is counted in the failure windows and answered 401 invalid_client, or 429 once a
  * window is full; a success is counted nowhere.
  */
-export async function authenticateClient(
+export function authenticateClient(
   deps: ClientAuthDeps,
   credentials: ClientCredentials,
   ctx: CallContext,
-): Promise<AuthenticatedClient> {
-  const authenticated = await reauthenticate(deps, credentials, true);
-  if (authenticated !== undefined) return authenticated;
-  throw await clientAuthFailed(deps, credentials, ctx);
+): Awaitable<AuthenticatedClient> {
+  return andThen(
+    reauthenticate(deps, credentials, true),
+    (authenticated) =>
+      authenticated ??
+      clientAuthFailed(deps, credentials, ctx).then((refusal) => {
+        throw refusal;
+      }),
+  );
 }
 
 /**
@@ -104,24 +110,22 @@ export async function authenticateClient(
  * once it is gone. `first` checks an assertion, which is single-use; later readings only look
  * the client up again.
  */
-export async function reauthenticate(
+export function reauthenticate(
   deps: ClientAuthDeps,
   credentials: ClientCredentials,
   first = false,
-): Promise<AuthenticatedClient | undefined> {
+): Awaitable<AuthenticatedClient | undefined> {
   const { clientId, secret, assertion, method } = credentials;
   if (clientId === undefined || method === undefined) return undefined;
-  let authenticated: AuthenticatedClient | undefined;
+  let found: Awaitable<AuthenticatedClient | undefined> = undefined;
   if (assertion !== undefined) {
-    authenticated = first
-      ? await deps.assertions.verify(deps.clients, clientId, assertion)
-      : await deps.clients.find(clientId);
+    found = first ? deps.assertions.verify(deps.clients, clientId, assertion) : deps.clients.find(clientId);
   } else if (secret !== undefined) {
-    authenticated = await deps.clients.authenticate(clientId, secret);
+    found = deps.clients.authenticate(clientId, secret);
   }
-  return authenticated !== undefined && usesItsMethod(authenticated.client, method)
-    ? authenticated
-    : undefined;
+  return andThen(found, (authenticated) =>
+    authenticated !== undefined && usesItsMethod(authenticated.client, method) ? authenticated : undefined,
+  );
 }
 
 /**

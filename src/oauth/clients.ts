@@ -5,6 +5,7 @@ import { defineScript } from "../redis/script.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import type { PublicJwks } from "./client-keys.js";
 import { TOKEN_ENDPOINT_AUTH_METHODS, type TokenEndpointAuthMethod } from "./metadata.js";
+import { andThen, type Awaitable } from "../awaitable.js";
 
 export const GRANT_TYPES = ["client_credentials"] as const;
 export const CLIENT_SECRET_PURPOSE = "oauth-client-secret";
@@ -135,14 +136,17 @@ export class ClientStore {
 
   /**
    * The client, when it exists and `secret` is its own (compared in constant time), from a
-   * reading that vouches for it now; undefined otherwise.
+   * reading that vouches for it now; undefined otherwise. At once from a kept reading.
    */
-  async authenticate(clientId: string, secret: string): Promise<AuthenticatedClient | undefined> {
+  authenticate(clientId: string, secret: string): Awaitable<AuthenticatedClient | undefined> {
     if (!CLIENT_ID.test(clientId)) {
       this.secrets.matches(CLIENT_SECRET_PURPOSE, secret, UNKNOWN_HASH);
       return undefined;
     }
-    const reading = await this.read(clientId);
+    return andThen(this.read(clientId), (reading) => this.withSecret(reading, secret));
+  }
+
+  private withSecret(reading: Reading | undefined, secret: string): AuthenticatedClient | undefined {
     const ok = this.secrets.matches(
       CLIENT_SECRET_PURPOSE,
       secret,
@@ -251,11 +255,11 @@ export class ClientStore {
   }
 
   /**
-   * A reading of the client young enough to vouch for a token, kept or read now; one read of a
-   * kept client starts once half of its time is gone, off the answer path, so a busy client is
-   * never waited for.
+   * A reading of the client young enough to vouch for a token, kept (answered at once) or read
+   * now; one read of a kept client starts once half of its time is gone, off the answer path, so
+   * a busy client is never waited for.
    */
-  private async read(clientId: string): Promise<Reading | undefined> {
+  private read(clientId: string): Awaitable<Reading | undefined> {
     const kept = this.kept.get(clientId);
     const age = kept === undefined ? Infinity : this.clock() - kept.readAt;
     if (kept !== undefined && age < CLIENT_READING_MS) {

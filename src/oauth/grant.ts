@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { andThen, type Awaitable } from "../awaitable.js";
 import { quote, RingfenceError } from "../errors.js";
 import { noStore, type CallContext } from "../rpc/binding.js";
 import { signAccessToken, type SigningKeys } from "./keys/signing-keys.js";
@@ -40,11 +41,11 @@ const MAX_READINGS = 3;
  * grant and these scopes, spend the proof, sign. Without a DPoP proof nothing is added to the
  * path of a client with a secret.
  */
-export async function clientCredentialsGrant(
+export function clientCredentialsGrant(
   deps: TokenDeps,
   body: { contentType: string; data: Buffer },
   ctx: CallContext,
-): Promise<TokenAnswer> {
+): Awaitable<TokenAnswer> {
   // Answers holding tokens or credentials are never cached; errors too.
   noStore(ctx);
 
@@ -59,9 +60,30 @@ export async function clientCredentialsGrant(
   }
   const requested = readScope(form.get("scope"));
   const proofHeader = ctx.header("dpop");
-  const proof = proofHeader === undefined ? undefined : await deps.dpop.check(proofHeader, "POST");
+  if (proofHeader === undefined) {
+    return andThen(authenticateClient(deps, credentials, ctx), (authenticated) =>
+      issue(deps, authenticated, credentials, requested, undefined, ctx),
+    );
+  }
+  return deps.dpop.check(proofHeader, "POST").then(async (proof) => {
+    const authenticated = await authenticateClient(deps, credentials, ctx);
+    return issue(deps, authenticated, credentials, requested, proof, ctx);
+  });
+}
 
-  const authenticated = await authenticateClient(deps, credentials, ctx);
+/**
+ * The token of an authenticated client: it may use this grant and these scopes; the proof, if
+ * any, is spent; signed, and answered while a reading of the client vouches for it. At once
+ * when the key is kept and the reading fresh.
+ */
+function issue(
+  deps: TokenDeps,
+  authenticated: AuthenticatedClient,
+  credentials: ClientCredentials,
+  requested: string[],
+  proof: CheckedProof | undefined,
+  ctx: CallContext,
+): Awaitable<TokenAnswer> {
   const { client } = authenticated;
   if (!client.grantTypes.includes("client_credentials")) {
     throw new RingfenceError("unauthorized_client", "this client may not use the client_credentials grant");
@@ -70,27 +92,33 @@ export async function clientCredentialsGrant(
   if (unknown !== undefined) {
     throw new RingfenceError("invalid_scope", `scope ${quote(unknown)} is not registered for this client`);
   }
-
-  if (proof !== undefined) await deps.dpop.spend(proof);
-
-  const iat = Math.floor((deps.now ?? Date.now)() / 1000);
-  const scope = requested.join(" ");
-  const accessToken = await signAccessToken(deps.keys, {
-    iss: deps.issuer,
-    sub: client.clientId,
-    // RFC 9068 section 2.2: the client the token was issued to. Session tokens never carry it.
-    client_id: client.clientId,
-    aud: client.appId,
-    app_id: client.appId,
-    scope,
-    iat,
-    exp: iat + deps.lifetimeSeconds,
-    jti: randomUUID(),
-    // RFC 9449 section 6.1: bound to the proof's key.
-    ...(proof === undefined ? {} : { cnf: { jkt: proof.jkt } }),
-  });
-  await stillVouched(deps, authenticated, credentials, ctx);
-  return { accessToken, tokenType: tokenTypeOf(proof), expiresIn: deps.lifetimeSeconds, scope };
+  const sign = (): Awaitable<TokenAnswer> => {
+    const iat = Math.floor((deps.now ?? Date.now)() / 1000);
+    const scope = requested.join(" ");
+    const signed = signAccessToken(deps.keys, {
+      iss: deps.issuer,
+      sub: client.clientId,
+      // RFC 9068 section 2.2: the client the token was issued to. Session tokens never carry it.
+      client_id: client.clientId,
+      aud: client.appId,
+      app_id: client.appId,
+      scope,
+      iat,
+      exp: iat + deps.lifetimeSeconds,
+      jti: randomUUID(),
+      // RFC 9449 section 6.1: bound to the proof's key.
+      ...(proof === undefined ? {} : { cnf: { jkt: proof.jkt } }),
+    });
+    return andThen(signed, (accessToken) =>
+      andThen(stillVouched(deps, authenticated, credentials, ctx), () => ({
+        accessToken,
+        tokenType: tokenTypeOf(proof),
+        expiresIn: deps.lifetimeSeconds,
+        scope,
+      })),
+    );
+  };
+  return proof === undefined ? sign() : deps.dpop.spend(proof).then(sign);
 }
 
 function tokenTypeOf(proof: CheckedProof | undefined): "Bearer" | "DPoP" {
@@ -101,7 +129,16 @@ function tokenTypeOf(proof: CheckedProof | undefined): "Bearer" | "DPoP" {
  * Answers only while a reading of the client vouches for it (see ClientStore): when signing
  * took longer, the client is read again, so a client deleted meanwhile gets no token.
  */
-export async function stillVouched(
+export function stillVouched(
+  deps: ClientAuthDeps,
+  authenticated: AuthenticatedClient,
+  credentials: ClientCredentials,
+  ctx: CallContext,
+): Awaitable<void> {
+  return authenticated.fresh() ? undefined : readAgain(deps, authenticated, credentials, ctx);
+}
+
+async function readAgain(
   deps: ClientAuthDeps,
   authenticated: AuthenticatedClient,
   credentials: ClientCredentials,

@@ -1,3 +1,4 @@
+import type { Awaitable } from "../awaitable.js";
 import { jwtVerify } from "jose";
 import { isRedisUnavailable, RingfenceError } from "../errors.js";
 import { noStore, type CallContext } from "../rpc/binding.js";
@@ -97,7 +98,7 @@ async function authenticatedRequest(
   deps: TokenLifecycleDeps,
   body: { contentType: string; data: Buffer },
   ctx: CallContext,
-): Promise<{ token: string; authenticated: AuthenticatedClient; vouch: () => Promise<void> }> {
+): Promise<{ token: string; authenticated: AuthenticatedClient; vouch: () => Awaitable<void> }> {
   // Answers about tokens are never cached; errors too.
   noStore(ctx);
   const mediaType = body.contentType.split(";")[0]?.trim().toLowerCase() ?? "";

@@ -109,7 +109,7 @@ export function oauthHandlers(
       return {};
     },
 
-    async createToken(req, ctx) {
+    createToken(req, ctx) {
       const body = req.httpBody;
       return clientCredentialsGrant(
         deps,

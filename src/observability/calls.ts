@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import { RingfenceError, type ErrorCode } from "../errors.js";
 import { addLogFields } from "../log.js";
 import type { Caller } from "../rpc/callers.js";
+import type { Awaitable } from "../awaitable.js";
 
 /** The transport a call came in on: gRPC, or REST through the built-in gateway. */
 export type Transport = "grpc" | "http";
@@ -72,7 +73,7 @@ addLogFields(() => {
 });
 
 /** Runs `fn` as one call: `noteRefusal` inside it, however deep, lands on `notes`. */
-export function withCallNotes<T>(notes: CallNotes, fn: () => Promise<T>): Promise<T> {
+export function withCallNotes<T>(notes: CallNotes, fn: () => Awaitable<T>): Awaitable<T> {
   return current.run(notes, fn);
 }
 

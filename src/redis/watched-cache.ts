@@ -37,10 +37,16 @@ export class WatchedCache<V> {
     private readonly options: WatchedCacheOptions,
   ) {}
 
+  /** The kept value of `name` while it is fresh; undefined when it must be read. */
+  peek(name: string): V | undefined {
+    const kept = this.entries.get(name);
+    return kept !== undefined && Date.now() - kept.readAt < this.options.maxAgeMs ? kept.value : undefined;
+  }
+
   /** The value of `name`: kept if fresh, else what `read` answers (kept unless undefined). */
   async get(name: string, read: () => Promise<V | undefined>): Promise<V | undefined> {
-    const kept = this.entries.get(name);
-    if (kept !== undefined && Date.now() - kept.readAt < this.options.maxAgeMs) return kept.value;
+    const kept = this.peek(name);
+    if (kept !== undefined) return kept;
     const under = this.reading.get(name);
     if (under !== undefined) return under;
     const generation = this.generation;

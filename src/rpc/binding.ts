@@ -14,6 +14,8 @@ import {
 } from "../observability/calls.js";
 import type { Caller, CallerTypes } from "./callers.js";
 import type { CallerKind } from "./surface.js";
+import { andThen, settle, type Awaitable } from "../awaitable.js";
+import { tracingStarted } from "../observability/tracing.js";
 
 /** What a handler sees of the call, whichever transport carried it. */
 export interface CallContext {
@@ -38,7 +40,7 @@ export interface CallContext {
  * Finds who calls, from the call's headers (and, for an id the request carries, the request),
  * or refuses with the service's error. Declared per method beside the binding.
  */
-export type Authenticator<C = unknown> = (ctx: CallContext, request: unknown) => Promise<C>;
+export type Authenticator<C = unknown> = (ctx: CallContext, request: unknown) => Awaitable<C>;
 
 /**
  * The caller of `kind` the binding put on the context; throws when the method declares another
@@ -53,7 +55,7 @@ export function callerOf<K extends CallerKind>(ctx: CallContext, kind: K): Calle
 /** One authentication chain for each kind of caller a service's methods declare. */
 export type AuthenticatorsByKind = { readonly [K in CallerKind]?: Authenticator<CallerTypes[K]> };
 
-export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res>;
+export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Awaitable<Res>;
 
 /** One handler per method of a ts-proto grpc-js service definition, typed from it. */
 export type Handlers<S extends ServiceDefinition> = {
@@ -135,7 +137,9 @@ export function bindService<S extends ServiceDefinition>(
     const authenticate: Authenticator | undefined =
       options.methodAuthenticators?.[method as keyof S & string] ?? options.authenticators?.[kind];
     if (authenticate === undefined) throw new Error(`${method}: no ${kind} authenticator`);
-    chains.set(method, async (ctx, request) => ({ kind, who: await authenticate(ctx, request) }) as Caller);
+    chains.set(method, (ctx, request) =>
+      andThen(authenticate(ctx, request), (who) => ({ kind, who }) as Caller),
+    );
   }
   return {
     definition,
@@ -195,7 +199,8 @@ export interface InvokeDeps {
 /**
  * Runs one call the same way for every transport: the binding's headers and guard, the
  * handler, and the one error mapping. Unexpected failures are logged, never shown. Every answer
- * carries the call's request id, and the observer hears of it.
+ * carries the call's request id, and the observer hears of it. A call its handler answers at
+ * once is answered at once (no promise); see src/awaitable.ts.
  */
 export function invoke(
   binding: ServiceBinding,
@@ -203,51 +208,64 @@ export function invoke(
   request: unknown,
   call: Incoming,
   deps: InvokeDeps,
-): Promise<Outcome> {
+): Awaitable<Outcome> {
+  const rpc = rpcName(binding, method);
   const notes: CallNotes = {
     requestId: call.requestId,
-    method: `${binding.serviceName}/${rpcName(binding, method)}`,
+    method: `${binding.serviceName}/${rpc}`,
     deadlineMs: call.deadlineMs,
   };
-  // One span per handler (a no-op unless tracing runs): under the transport's server span, above
-  // the Redis commands and outbound calls the handler makes.
-  return withCallNotes(notes, () =>
-    tracer.startActiveSpan(
-      notes.method,
-      {
-        kind: SpanKind.INTERNAL,
-        attributes: {
-          "rpc.system": "grpc",
-          "rpc.service": binding.serviceName,
-          "rpc.method": rpcName(binding, method),
-          "ringfence.transport": call.transport,
-          "ringfence.request_id": call.requestId,
-        },
-      },
-      async (span) => {
-        try {
-          const outcome = await run(binding, method, request, call, deps, notes);
-          span.setAttribute("ringfence.code", outcome.ok ? "ok" : outcome.error.code);
-          if (!outcome.ok && outcome.error.httpStatus >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-          return outcome;
-        } finally {
-          span.end();
-        }
-      },
-    ),
-  );
+  const answer = () => run(binding, method, rpc, request, call, deps, notes);
+  return withCallNotes(notes, tracingStarted() ? () => traced(binding, rpc, call, notes, answer) : answer);
 }
 
 const tracer = trace.getTracer("ringfence");
 
-async function run(
+/**
+ * The call under a span of its own, when tracing runs: under the transport's server span, above
+ * the Redis commands and outbound calls the handler makes.
+ */
+function traced(
+  binding: ServiceBinding,
+  rpc: string,
+  call: Incoming,
+  notes: CallNotes,
+  answer: () => Awaitable<Outcome>,
+): Promise<Outcome> {
+  return tracer.startActiveSpan(
+    notes.method,
+    {
+      kind: SpanKind.INTERNAL,
+      attributes: {
+        "rpc.system": "grpc",
+        "rpc.service": binding.serviceName,
+        "rpc.method": rpc,
+        "ringfence.transport": call.transport,
+        "ringfence.request_id": call.requestId,
+      },
+    },
+    async (span) => {
+      try {
+        const outcome = await answer();
+        span.setAttribute("ringfence.code", outcome.ok ? "ok" : outcome.error.code);
+        if (!outcome.ok && outcome.error.httpStatus >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        return outcome;
+      } finally {
+        span.end();
+      }
+    },
+  );
+}
+
+function run(
   binding: ServiceBinding,
   method: string,
+  rpc: string,
   request: unknown,
   call: Incoming,
   deps: InvokeDeps,
   notes: CallNotes,
-): Promise<Outcome> {
+): Awaitable<Outcome> {
   const headers: Record<string, string> = { ...binding.headers, [REQUEST_ID_HEADER]: call.requestId };
   const ctx: CallContext = {
     clientAddress: call.clientAddress,
@@ -260,7 +278,20 @@ async function run(
   };
   let caller: Caller | undefined;
   let expiredOnArrival = false;
-  try {
+  const record = (answer: Pick<CallRecord, "code" | "grpcStatus" | "httpStatus">) => {
+    deps.observe?.({
+      transport: call.transport,
+      service: binding.serviceName,
+      method: rpc,
+      ...answer,
+      durationMs: elapsedMs(call.startedAt),
+      requestId: call.requestId,
+      caller: callerIdentity(caller),
+      refusedBy: notes.refusedBy,
+      ...(expiredOnArrival ? { deadlineExpiredOnArrival: true } : {}),
+    });
+  };
+  const start = (): Awaitable<unknown> => {
     const handler = binding.handlers[method];
     if (handler === undefined) throw new RingfenceError("method_not_allowed", `unknown method ${method}`);
     binding.guard();
@@ -277,17 +308,19 @@ async function run(
       );
     }
     const authenticate = binding.authenticatorOf(method);
-    caller = authenticate === undefined ? undefined : await authenticate(ctx, request);
-    const response = await handler(request, caller === undefined ? ctx : { ...ctx, caller });
+    if (authenticate === undefined) return handler(request, ctx);
+    return andThen(authenticate(ctx, request), (found) => {
+      caller = found;
+      return handler(request, { ...ctx, caller: found });
+    });
+  };
+  const succeeded = (response: unknown): Outcome => {
     const status = binding.successStatus(method);
     if (status !== undefined) headers[HTTP_STATUS_MARKER] = String(status);
-    observe(deps, binding, method, call, caller, notes, {
-      code: "ok",
-      grpcStatus: 0,
-      httpStatus: status ?? 200,
-    });
+    record({ code: "ok", grpcStatus: 0, httpStatus: status ?? 200 });
     return { ok: true, response, headers };
-  } catch (err) {
+  };
+  const failed = (err: unknown): Outcome => {
     const error = toWire(err, binding.dialectOf(method), deps.docsUrl, call.requestId);
     if (isRedisUnavailable(err)) {
       // An outage, answered 503 and reported by the health watchdog: not a failure of this call.
@@ -303,37 +336,23 @@ async function run(
         error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
       });
     }
-    observe(deps, binding, method, call, caller, notes, error, expiredOnArrival);
+    record(error);
     // Headers set by the handler before it failed (other than a success status) still apply.
     const { [HTTP_STATUS_MARKER]: _ignored, ...kept } = headers;
     return { ok: false, error, headers: { ...kept, ...error.headers } };
-  }
+  };
+  return settle(start, succeeded, failed);
 }
 
-function observe(
-  deps: InvokeDeps,
-  binding: ServiceBinding,
-  method: string,
-  call: Incoming,
-  caller: Caller | undefined,
-  notes: CallNotes,
-  answer: Pick<CallRecord, "code" | "grpcStatus" | "httpStatus">,
-  deadlineExpiredOnArrival = false,
-): void {
-  deps.observe?.({
-    transport: call.transport,
-    service: binding.serviceName,
-    method: rpcName(binding, method),
-    ...answer,
-    durationMs: elapsedMs(call.startedAt),
-    requestId: call.requestId,
-    caller: callerIdentity(caller),
-    refusedBy: notes.refusedBy,
-    ...(deadlineExpiredOnArrival ? { deadlineExpiredOnArrival } : {}),
-  });
-}
+/** The RPC names of each binding's handlers, worked out once. */
+const rpcNames = new WeakMap<ServiceBinding, Map<string, string>>();
 
 /** The RPC's name as the proto spells it (`LookupPhoneNumber`) for a handler's (`lookupPhoneNumber`). */
 function rpcName(binding: ServiceBinding, method: string): string {
-  return binding.definition[method]?.path.split("/")[2] ?? method;
+  let names = rpcNames.get(binding);
+  if (names === undefined) {
+    names = new Map(Object.entries(binding.definition).map(([m, d]) => [m, d.path.split("/")[2] ?? m]));
+    rpcNames.set(binding, names);
+  }
+  return names.get(method) ?? method;
 }

@@ -182,6 +182,33 @@ describe("log redaction", () => {
     expect(line).to.include({ level: "warn", msg: "written", worker: 2, reason: "x", token: REDACTED });
     expect(line.time).to.match(/Z$/);
   });
+
+  it("writes the request log's lines (infoPlain) as pino writes an info line: same members, same order", () => {
+    const raw: string[] = [];
+    const log = createLogger("info", (l) => raw.push(l), { worker: 2, pid: 42 });
+    const fields = {
+      method: "a.B/C",
+      transport: "http",
+      code: "ok",
+      http_status: 200,
+      duration_ms: 1.5,
+      note: 'q"\n',
+    };
+    log.info("call", fields);
+    log.infoPlain?.("call", fields);
+    expect(raw).to.have.length(2);
+    const [pinoLine, plainLine] = raw.map((l) => {
+      expect(l.endsWith("\n")).to.equal(true);
+      const parsed = JSON.parse(l) as Line;
+      expect(parsed.time).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      return { ...parsed, time: "t" };
+    });
+    expect(Object.keys(plainLine ?? {})).to.deep.equal(Object.keys(pinoLine ?? {}));
+    expect(plainLine).to.deep.equal(pinoLine);
+    const silent = createLogger("warn", (l) => raw.push(l));
+    silent.infoPlain?.("call", fields);
+    expect(raw).to.have.length(2);
+  });
 });
 
 describe("routeProcessOutput: what a serving process prints is JSON lines of its log", () => {

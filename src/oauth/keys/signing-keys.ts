@@ -1,6 +1,7 @@
 import { sign, type KeyObject } from "node:crypto";
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey } from "jose";
 import { z } from "zod";
+import { andThen, type Awaitable } from "../../awaitable.js";
 import type { Secrets } from "../../crypto/secrets.js";
 import type { Keys, RedisClient } from "../../redis/client.js";
 import { defineScript } from "../../redis/script.js";
@@ -42,8 +43,11 @@ export interface PublicJwk {
 }
 
 export interface SigningKeys {
-  /** The key new tokens are signed with; creates the first key if none exists (race-safe across instances). */
-  current(): Promise<SigningKey>;
+  /**
+   * The key new tokens are signed with, at once when the kept kid is fresh; creates the first
+   * key if none exists (race-safe across instances).
+   */
+  current(): Awaitable<SigningKey>;
   /** Adds a new key and makes it current; the previous one stays published until every token it signed has expired. */
   rotate(): Promise<{ kid: string }>;
   /** Public keys whose tokens may still be alive, current first. */
@@ -105,6 +109,8 @@ export class RedisSigningKeys implements SigningKeys {
   private readonly now: () => number;
   /** The imported private key of the last current kid seen (or being imported). */
   private cached: { kid: string; key: Promise<SigningKey> } | undefined;
+  /** That key once imported: signed with at once while the kept kid names it. */
+  private ready: SigningKey | undefined;
   /** The first-key creation under way in this instance, so concurrent callers share it. */
   private creating: Promise<string> | undefined;
   /**
@@ -130,16 +136,28 @@ export class RedisSigningKeys implements SigningKeys {
     this.now = options.now ?? Date.now;
   }
 
-  async current(): Promise<SigningKey> {
+  current(): Awaitable<SigningKey> {
+    // The hot path: the kept kid is fresh and its key imported, so the answer needs no wait.
+    const ready = this.ready;
+    if (ready !== undefined && this.kid.peek(CURRENT) === ready.kid) return ready;
+    return this.currentRead();
+  }
+
+  private async currentRead(): Promise<SigningKey> {
     const kid = await this.currentKid();
     const cached = this.cached;
     if (cached?.kid === kid) return cached.key;
     const key = this.read(kid);
     this.cached = { kid, key };
-    // A failed read is not cached: the next call tries again.
-    void key.catch(() => {
-      if (this.cached?.key === key) this.cached = undefined;
-    });
+    key.then(
+      (imported) => {
+        if (this.cached?.key === key) this.ready = imported;
+      },
+      // A failed read is not cached: the next call tries again.
+      () => {
+        if (this.cached?.key === key) this.cached = undefined;
+      },
+    );
     return key;
   }
 
@@ -229,6 +247,7 @@ export class RedisSigningKeys implements SigningKeys {
 
   private remember(key: SigningKey): void {
     this.cached = { kid: key.kid, key: Promise.resolve(key) };
+    this.ready = key;
   }
 
   private async read(kid: string): Promise<SigningKey> {
@@ -291,14 +310,15 @@ export const SESSION_TOKEN_TYPE = "session+jwt";
  * Signs a JWT with the current key; header {alg: "ES256", kid, typ}: `at+jwt` (a server token)
  * unless told otherwise. The caller supplies every claim, iat and exp included.
  */
-export async function signAccessToken(
+export function signAccessToken(
   keys: SigningKeys,
   claims: Record<string, unknown> & { iat: number; exp: number },
   options: { typ?: string } = {},
-): Promise<string> {
-  const key = await keys.current();
+): Awaitable<string> {
   const typ = options.typ ?? SERVER_TOKEN_TYPE;
-  return compactJws({ alg: key.alg, kid: key.kid, typ }, claims, key.privateKey);
+  return andThen(keys.current(), (key) =>
+    compactJws({ alg: key.alg, kid: key.kid, typ }, claims, key.privateKey),
+  );
 }
 
 /**
