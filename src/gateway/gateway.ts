@@ -10,7 +10,9 @@ import {
   type DescField,
   type DescMessage,
   type JsonValue,
+  type Message,
 } from "@bufbuild/protobuf";
+import { asMessage, httpBodyField, httpBodyRequest, sameShape } from "./direct.js";
 import { clip, quote, RingfenceError, toWire, type ErrorDialect, type WireError } from "../errors.js";
 import { errorMessage, type Logger } from "../log.js";
 import { normalizeAddress } from "../net/cidr.js";
@@ -49,6 +51,10 @@ interface Route {
   definition: MethodDefinition<unknown, unknown>;
   input: DescMessage;
   output: DescMessage;
+  /** The google.api.HttpBody field the body fills, when it is one (src/gateway/direct.ts). */
+  httpBody: DescField | undefined;
+  /** Whether the handler's answer is turned into JSON with no binary trip (src/gateway/direct.ts). */
+  directAnswer: boolean;
 }
 
 const HTTP_BODY_TYPE = "google.api.HttpBody";
@@ -121,6 +127,8 @@ export function buildRoutes(bindings: readonly ServiceBinding[], contract: Contr
           definition: definition as MethodDefinition<unknown, unknown>,
           input: rpc.input,
           output: rpc.output,
+          httpBody: httpBodyField(rpc.input, http.body),
+          directAnswer: sameShape(rpc.output),
         });
       }
     }
@@ -266,9 +274,19 @@ function handle(
     let request: unknown;
     try {
       if (bodyError !== undefined) throw bodyError;
-      const json = requestJson(found, vars, parseQuery(rawQuery), body, req.headers["content-type"]);
-      const message = decodeJson(found.input, json);
-      request = found.definition.requestDeserialize(Buffer.from(toBinary(found.input, message)));
+      const query = parseQuery(rawQuery);
+      const contentType = req.headers["content-type"];
+      let bytes: Uint8Array;
+      if (found.httpBody !== undefined && vars.size === 0 && query.length === 0) {
+        // The body alone makes the request: straight to its binary form, no JSON in between.
+        bytes = httpBodyRequest(found.httpBody, contentType ?? "", body);
+      } else {
+        const json = requestJson(found, vars, query, body, contentType);
+        bytes = toBinary(found.input, decodeJson(found.input, json));
+      }
+      request = found.definition.requestDeserialize(
+        Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+      );
     } catch (err) {
       refuseBadRequest(err);
       return;
@@ -317,8 +335,9 @@ function answer(res: ServerResponse, route: Route, outcome: Outcome): void {
     );
     return;
   }
-  const bytes = route.definition.responseSerialize(outcome.response);
-  const message = fromBinary(route.output, bytes);
+  const message = route.directAnswer
+    ? (asMessage(route.output, outcome.response as object) as unknown as Message)
+    : fromBinary(route.output, route.definition.responseSerialize(outcome.response));
   let json = toJson(route.output, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
   if (route.responseBody !== "" && json !== null && typeof json === "object" && !Array.isArray(json)) {
     json = json[route.responseBody] ?? null;
