@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import { LookupServiceClient } from "../../src/gen/ringfence/lookup/v1/lookup_service.js";
 import { createLogger, redact, REDACTED, routeProcessOutput } from "../../src/log.js";
+import { withCallNotes } from "../../src/observability/calls.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "../support/app.js";
 import { fundedAccount } from "../support/v1.js";
 import { SmsReceiver } from "../support/receivers.js";
@@ -194,8 +195,11 @@ describe("log redaction", () => {
       duration_ms: 1.5,
       note: 'q"\n',
     };
-    log.info("call", fields);
-    log.infoPlain?.("call", fields);
+    // Inside a call, whose notes give request_id and method: the line's own method wins.
+    void withCallNotes({ requestId: "rid-1", method: "x.Y/Z" }, () => {
+      log.info("call", fields);
+      log.infoPlain?.("call", fields);
+    });
     expect(raw).to.have.length(2);
     const [pinoLine, plainLine] = raw.map((l) => {
       expect(l.endsWith("\n")).to.equal(true);
@@ -205,6 +209,7 @@ describe("log redaction", () => {
     });
     expect(Object.keys(plainLine ?? {})).to.deep.equal(Object.keys(pinoLine ?? {}));
     expect(plainLine).to.deep.equal(pinoLine);
+    expect(plainLine).to.include({ request_id: "rid-1", method: "a.B/C", worker: 2 });
     const silent = createLogger("warn", (l) => raw.push(l));
     silent.infoPlain?.("call", fields);
     expect(raw).to.have.length(2);
