@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import type { Awaitable } from "../../src/awaitable.js";
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { createLogger, type Logger } from "../../src/log.js";
@@ -58,7 +59,7 @@ function fakeContext(headers: Record<string, string>): CallContext & { sent: Rec
 
 /** A handler called as its service binding calls it: the binding's authenticator first. */
 function asBound<Req, Res>(
-  handler: (req: Req, ctx: CallContext) => Promise<Res>,
+  handler: (req: Req, ctx: CallContext) => Awaitable<Res>,
   authenticate: Authenticator<StoredApp>,
 ): (req: Req, ctx: CallContext) => Promise<Res> {
   return async (req, ctx) =>

@@ -181,7 +181,7 @@ describe("gRPC errors as google.rpc.Status (AIP-193), and deadlines", () => {
     const late = withCallNotes({ requestId: "late", method: "m", deadlineMs: Date.now() - 1 }, () =>
       provider.send(msg),
     );
-    const err = await late.then(
+    const err = await Promise.resolve(late).then(
       () => undefined,
       (e: unknown) => e,
     );

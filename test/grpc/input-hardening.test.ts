@@ -266,7 +266,7 @@ describe("input hardening: bounded errors, undecodable and oversized gRPC messag
     });
 
     /** A token signed with the service's real signing key: the claims issueSessionToken sets, changed. */
-    function token(change: Record<string, unknown>, typ = "session+jwt"): Promise<string> {
+    async function token(change: Record<string, unknown>, typ = "session+jwt"): Promise<string> {
       const iat = Math.floor(Date.now() / 1000);
       const claims: Record<string, unknown> = {
         iss: app.config.ISSUER_URL,

@@ -195,7 +195,7 @@ describe("the token path", () => {
       const gate = new Promise<void>((resolve) => (open = resolve));
       let signing: () => void = () => undefined;
       const started = new Promise<void>((resolve) => (signing = resolve));
-      const grant = slowGrant(c, gate, signing).then(
+      const grant = Promise.resolve(slowGrant(c, gate, signing)).then(
         (answer) => answer,
         (err: unknown) => err,
       );
