@@ -1,4 +1,12 @@
-import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  createSecretKey,
+  randomBytes,
+  timingSafeEqual,
+  type KeyObject,
+} from "node:crypto";
 
 /**
  * Secrets are never stored in clear: what is only ever compared (API keys, client secrets,
@@ -6,7 +14,8 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEq
  * signing keys) is encrypted with AES-256-GCM under a key derived from it.
  */
 export class Secrets {
-  private readonly hashKey: Buffer;
+  /** Imported once: an HMAC per presented secret then skips the key's import. */
+  private readonly hashKey: KeyObject;
   private readonly encKey: Buffer;
   /**
    * The key check value: an HMAC of a fixed label under SECRETS_KEY, stored beside the data so
@@ -16,21 +25,26 @@ export class Secrets {
 
   constructor(secretsKey: Buffer) {
     if (secretsKey.length !== 32) throw new Error("SECRETS_KEY must be 32 bytes");
-    this.hashKey = createHmac("sha256", secretsKey).update("ringfence/hash").digest();
+    this.hashKey = createSecretKey(createHmac("sha256", secretsKey).update("ringfence/hash").digest());
     this.encKey = createHmac("sha256", secretsKey).update("ringfence/encrypt").digest();
     this.checkValue = createHmac("sha256", secretsKey).update("ringfence/key-check").digest("hex");
   }
 
   /** Keyed hash of a secret, hex; `purpose` keeps hashes of different kinds apart. */
   hash(purpose: string, secret: string): string {
-    return createHmac("sha256", this.hashKey).update(purpose).update("\0").update(secret).digest("hex");
+    return this.digest(purpose, secret).toString("hex");
   }
 
   /** Compares a presented secret with a stored hash in constant time. */
   matches(purpose: string, secret: string, storedHash: string): boolean {
-    const a = Buffer.from(this.hash(purpose, secret), "hex");
+    const a = this.digest(purpose, secret);
     const b = Buffer.from(storedHash, "hex");
     return a.length === b.length && timingSafeEqual(a, b);
+  }
+
+  /** HMAC-SHA256 of `<purpose>\0<secret>` (UTF-8) under the hash key. */
+  private digest(purpose: string, secret: string): Buffer {
+    return createHmac("sha256", this.hashKey).update(`${purpose}\0${secret}`).digest();
   }
 
   encrypt(plain: string): string {
