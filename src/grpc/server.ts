@@ -19,6 +19,7 @@ import {
   invoke,
   UndecodableRequest,
   type InvokeDeps,
+  type Outcome,
   type ServiceBinding,
 } from "../rpc/binding.js";
 import { REQUEST_ID_HEADER, requestIdOf } from "../observability/calls.js";
@@ -104,7 +105,7 @@ function implement(binding: ServiceBinding, deps: GrpcDeps): UntypedServiceImple
         startedAt,
         ...(Number.isFinite(deadlineMs) ? { deadlineMs } : {}),
       };
-      void Promise.resolve(invoke(binding, method, call.request, received, deps)).then((outcome) => {
+      const respond = (outcome: Outcome) => {
         if (outcome.ok) {
           if (Object.keys(outcome.headers).length > 0) call.sendMetadata(toMetadata(outcome.headers));
           callback(null, outcome.response);
@@ -120,7 +121,11 @@ function implement(binding: ServiceBinding, deps: GrpcDeps): UntypedServiceImple
         metadata.set(STATUS_DETAILS_KEY, statusDetails(error, requestId));
         const failure: Partial<ServiceError> = { code: error.grpcStatus, details: error.message, metadata };
         callback(failure);
-      });
+      };
+      // A call answered at once is answered at once: no promise before the response is written.
+      const outcome = invoke(binding, method, call.request, received, deps);
+      if (outcome instanceof Promise) void outcome.then(respond);
+      else respond(outcome);
     };
   }
   return impl;
