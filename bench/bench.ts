@@ -15,6 +15,7 @@ import { answerStatus, authUuidOf, restRequest, type Fixture, type RestPlan } fr
 import type { Ready } from "./child.js";
 import { grpcChannel } from "./grpc-calls.js";
 import { forkModule, killChildrenOnExit, nextMessage, stop, trackPid, type Logged } from "./processes.js";
+import { cpuSecondsOf } from "./cpu.js";
 import { countRedisWork, WARMUP_CALLS } from "./redis-count.js";
 import { RedisRoundTrips } from "./redis-proxy.js";
 import { CELLS, markdown, targetLabel, type Cell, type Report, type Target } from "./report.js";
@@ -226,7 +227,13 @@ async function main(): Promise<void> {
       // Each round starts with another target, so that none always runs first (or last).
       const order = targets.map((_, i) => targets[(i + round) % targets.length] ?? "ringfence");
       for (const t of order) {
+        const pid = t === "ringfence" ? service.pid : refs.pids.get(refKey(cell, t));
+        const before = pid === undefined ? undefined : cpuSecondsOf(pid);
         const result = await load(cell, t, seconds);
+        const after = pid === undefined ? undefined : cpuSecondsOf(pid);
+        const answered = result.ok + result.failed;
+        if (before !== undefined && after !== undefined && answered > 0)
+          result.serverCpuUs = ((after - before) * 1e6) / answered;
         report.runs.push({ round: round + 1, cell: cell.id, target: t, result });
         say(
           `round ${round + 1}/${rounds} ${cell.label}, ${targetLabel(cell, t)}: ${result.rps.toFixed(0)} req/s, p99 ${result.p99.toFixed(2)} ms${result.failed > 0 ? `, ${result.failed} failed` : ""}`,
@@ -372,13 +379,16 @@ async function startReferences(
   cells: Cell[],
   f: Fixture,
   workDir: string,
-): Promise<Map<string, number> & { procs: Set<Logged> }> {
+): Promise<Map<string, number> & { procs: Set<Logged>; pids: Map<string, number> }> {
   const modules: Record<string, string> = {
     "rest:oidc-provider": "ref-oidc-provider.ts",
     "rest:floor": "ref-http-floor.ts",
     "grpc:floor": "ref-grpc-floor.ts",
   };
-  const ports = Object.assign(new Map<string, number>(), { procs: new Set<Logged>() });
+  const ports = Object.assign(new Map<string, number>(), {
+    procs: new Set<Logged>(),
+    pids: new Map<string, number>(),
+  });
   for (const cell of cells) {
     for (const t of cell.refs) {
       const key = refKey(cell, t);
@@ -387,6 +397,7 @@ async function startReferences(
       const args = JSON.stringify({ clientId: f.clientId, clientSecret: f.clientSecret, scope: f.scope });
       const ref = forkModule(module, [args], join(workDir, `${module.replace(/\.ts$/, "")}.log`));
       ports.procs.add(ref);
+      if (ref.child.pid !== undefined) ports.pids.set(key, ref.child.pid);
       try {
         const ready = await nextMessage(ref.child, (m) =>
           (m as Partial<Ready>).ready === true ? (m as Ready) : undefined,

@@ -132,6 +132,8 @@ export function markdown(report: Report, cells: Cell[]): string {
     }
   }
   lines.push("", ...targets(report, cells), "", ...answers(report, cells));
+  const cpu = serverCpu(report, cells);
+  if (cpu.length > 0) lines.push("", ...cpu);
   return lines.join("\n") + "\n";
 }
 
@@ -200,4 +202,25 @@ function answers(report: Report, cells: Cell[]): string[] {
     }
   }
   return out;
+}
+
+/**
+ * What each call cost its server in CPU, in the rounds shown: read beside req/s, which the load
+ * tool and the other processes sharing the cores move, it says where a difference comes from.
+ */
+function serverCpu(report: Report, cells: Cell[]): string[] {
+  const rows: string[] = [];
+  for (const cell of cells) {
+    const costs = (["ringfence", ...cell.refs] as Target[]).flatMap((target) => {
+      const us = median(report, cell.id, target)?.serverCpuUs;
+      return us === undefined ? [] : [`${targetLabel(cell, target)} ${us.toFixed(0)} µs`];
+    });
+    if (costs.length > 0) rows.push(`- ${cell.label}: ${costs.join(", ")}`);
+  }
+  return rows.length === 0
+    ? []
+    : [
+        "Server CPU per call in the rounds shown (user and system time of the server's processes, threads included, per call answered):",
+        ...rows,
+      ];
 }

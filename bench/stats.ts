@@ -19,6 +19,11 @@ export interface LoadResult {
   authUuids?: string[];
   /** The first few failures, for the report. */
   errors: string[];
+  /**
+   * CPU time the server's processes spent per call it answered in the run, in µs (bench/cpu.ts);
+   * set by the bench where /proc exists.
+   */
+  serverCpuUs?: number;
 }
 
 /** A growable list of latencies in ms, and its percentiles (nearest rank). */

@@ -28,6 +28,7 @@ function runBench(args: string[]): Promise<{ code: number | null; stdout: string
 }
 
 const NUMBER = /^\d+(\.\d+)?$/;
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 describe("npm run bench", () => {
   it("a smoke run prints the table: every call and reference with numbers, and Redis work per call of ours", async function () {
@@ -64,6 +65,15 @@ describe("npm run bench", () => {
     }
     expect(stdout).to.include("NODE_ENV=production");
     expect(stdout).to.match(/WORKERS=/);
+    // What each call cost its server, ours and every reference's, where /proc tells it.
+    if (process.platform === "linux") {
+      const cpu = stdout.slice(stdout.indexOf("Server CPU per call")).split("\n").slice(1);
+      for (const cell of CELLS) {
+        const line = cpu.find((l) => l.startsWith(`- ${cell.label}: `)) ?? "";
+        for (const target of ["ringfence", ...cell.refs] as const)
+          expect(line, cell.label).to.match(new RegExp(`${escape(targetLabel(cell, target))} \\d+ µs`));
+      }
+    }
   });
 
   it("--help prints the usage and its options", async function () {
