@@ -1,7 +1,7 @@
 /**
  * A value now or later. The hot paths (a token from a kept client and key) answer with the
  * value itself when nothing needs waiting for: each promise and `await` they skip is a microtask
- * less, and, while the call notes' AsyncLocalStorage runs, three async-hook callbacks less.
+ * less (and, under an AsyncLocalStorage such as tracing's, async-hook callbacks less).
  * A function that answers an `Awaitable` may still throw at once; `await` takes both kinds.
  */
 export type Awaitable<T> = T | Promise<T>;

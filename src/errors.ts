@@ -232,6 +232,11 @@ export type ErrorDialect = "v1" | "v2" | "session" | "oauth";
 
 export class RingfenceError extends Error {
   override readonly name = "RingfenceError";
+  /**
+   * The abuse rule that refused the call, named by its setting (`RATE_LIMIT_NUMBER`,
+   * `TOKEN_FAILURES_IP`, ...), for the refusals metric and the request log. Set with `refusedBy`.
+   */
+  refusedBy?: string;
   constructor(
     readonly code: ErrorCode,
     message: string,
@@ -242,6 +247,12 @@ export class RingfenceError extends Error {
   ) {
     super(message);
   }
+}
+
+/** `error`, naming the abuse rule (its setting) that refused the call, when there is one. */
+export function refusedBy<E extends RingfenceError>(rule: string | undefined, error: E): E {
+  if (rule !== undefined) error.refusedBy ??= rule;
+  return error;
 }
 
 /**

@@ -25,6 +25,18 @@ export interface Logger {
   close?(): Promise<void>;
 }
 
+/**
+ * `log` with `fields` on every line it writes (a field the line gives itself wins): the lines
+ * written while a call runs name it (src/observability/calls.ts). Made in a few object
+ * allocations, since one is made per call.
+ */
+export function withFields(log: Logger, fields: Record<string, unknown>): Logger {
+  const at = (level: LogLevel) => (msg: string, own?: Record<string, unknown>) => {
+    log[level](msg, own === undefined ? fields : { ...fields, ...own });
+  };
+  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+}
+
 /** Fields for the line being written, from the context it is written in; undefined adds none. */
 export type LogFields = () => Record<string, unknown> | undefined;
 

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { RingfenceError } from "../errors.js";
+import { refusedBy, RingfenceError } from "../errors.js";
 import { limitSubject } from "../net/cidr.js";
-import { noteRefusal } from "../observability/calls.js";
 import { takeWindows, tooManyAttempts, type WindowRule } from "../otp/code.js";
 import { WindowKeys } from "../otp/window-keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
@@ -56,7 +55,6 @@ export class KeyFailures {
       this.refusedUntil.delete(subject);
       return;
     }
-    noteRefusal(KEY_FAILURES_SETTING);
     throw refusal(waitMs);
   }
 
@@ -70,11 +68,13 @@ export class KeyFailures {
       if (oldest.done !== true) this.refusedUntil.delete(oldest.value);
     }
     this.refusedUntil.set(subject, Date.now() + waitMs);
-    noteRefusal(KEY_FAILURES_SETTING);
     return refusal(waitMs);
   }
 }
 
 function refusal(waitMs: number): RingfenceError {
-  return tooManyAttempts("too many wrong API keys from this address; try again later", waitMs);
+  return refusedBy(
+    KEY_FAILURES_SETTING,
+    tooManyAttempts("too many wrong API keys from this address; try again later", waitMs),
+  );
 }

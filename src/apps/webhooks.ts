@@ -3,6 +3,7 @@ import { z } from "zod";
 import { badField, RingfenceError } from "../errors.js";
 import { errorMessage, type Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
+import type { CallScope } from "../observability/calls.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
@@ -32,13 +33,22 @@ export type AppEventType = (typeof APP_EVENT_TYPES)[number];
 
 /** What a domain needs to tell an app's webhooks about an event. */
 export interface AppEvents {
-  /** Records the event for every subscription of the app that wants it. Never rejects. */
+  /**
+   * Records the event for every subscription of the app that wants it. Never rejects: a failure
+   * is a line of `options.call`'s log (the call it is emitted for), or of the service's.
+   */
   emit(
     appId: string,
     type: AppEventType,
     payload: Readonly<Record<string, unknown>>,
-    correlationId?: string,
+    options?: EmitOptions,
   ): Promise<void>;
+}
+
+export interface EmitOptions {
+  correlationId?: string;
+  /** The call the event is emitted for: its log names the call. */
+  call?: CallScope;
 }
 
 export interface AppWebhook {
@@ -151,8 +161,9 @@ export class AppWebhooks implements AppEvents {
     appId: string,
     type: AppEventType,
     payload: Readonly<Record<string, unknown>>,
-    correlationId?: string,
+    { correlationId, call }: EmitOptions = {},
   ): Promise<void> {
+    const log = call?.log ?? this.log;
     try {
       if (!APP_ID.safeParse(appId).success) return;
       const subs = await this.redis.hgetall(subscriptionsKey(this.keys, appId));
@@ -163,12 +174,12 @@ export class AppWebhooks implements AppEvents {
       });
       const wanted = Object.entries(subs).flatMap(([subId, raw]) => {
         const sub = parseStored(raw);
-        if (sub === undefined) this.log.error("app webhook unreadable, skipped", { appId, subId });
+        if (sub === undefined) log.error("app webhook unreadable, skipped", { appId, subId });
         return sub?.events.includes(type) === true ? [{ subId, url: sub.url }] : [];
       });
-      await Promise.all(wanted.map((sub) => this.append(appId, sub.subId, sub.url, envelope, type)));
+      await Promise.all(wanted.map((sub) => this.append(appId, sub.subId, sub.url, envelope, type, log)));
     } catch (err) {
-      this.log.error("app webhook event not recorded", { appId, type, error: errorMessage(err) });
+      log.error("app webhook event not recorded", { appId, type, error: errorMessage(err) });
     }
   }
 
@@ -188,18 +199,19 @@ export class AppWebhooks implements AppEvents {
     url: string,
     envelope: string,
     type: AppEventType,
+    log: Logger,
   ): Promise<void> {
     let list: string | undefined;
     try {
       list = await this.appendOnce(appId, subId, url, envelope);
     } catch (err) {
-      this.log.error("app webhook event not recorded", { appId, subId, type, error: errorMessage(err) });
+      log.error("app webhook event not recorded", { appId, subId, type, error: errorMessage(err) });
       return;
     }
     try {
       await this.outbox.kick(list);
     } catch (err) {
-      this.log.warn("webhook delivery not started; the sweep will", {
+      log.warn("webhook delivery not started; the sweep will", {
         appId,
         subId,
         error: errorMessage(err),

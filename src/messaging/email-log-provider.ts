@@ -1,4 +1,5 @@
 import type { Logger } from "../log.js";
+import type { CallScope } from "../observability/calls.js";
 import type { EmailProvider, OutgoingEmail, SentEmail } from "./email-provider.js";
 
 /**
@@ -12,9 +13,9 @@ export class LogEmailProvider implements EmailProvider {
     log.warn("EMAIL_PROVIDER=log: emails are written to the log, codes included, and never sent");
   }
 
-  send(msg: OutgoingEmail): Promise<SentEmail> {
+  send(msg: OutgoingEmail, call?: CallScope): Promise<SentEmail> {
     const { to, from, subject, body, reference } = msg;
-    this.log.warn("email (log provider)", { to, from, subject, body, reference });
+    (call?.log ?? this.log).warn("email (log provider)", { to, from, subject, body, reference });
     return Promise.resolve({ providerId: reference });
   }
 

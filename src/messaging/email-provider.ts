@@ -1,3 +1,4 @@
+import type { CallScope } from "../observability/calls.js";
 /** One email to send. `body` holds the code: it is never logged outside the log provider. */
 export interface OutgoingEmail {
   /** Destination address (`isEmailAddress`). */
@@ -19,8 +20,11 @@ export interface SentEmail {
 
 export interface EmailProvider {
   readonly name: "log" | "http" | "smtp";
-  /** Resolves once the provider has accepted the message; rejects with a DeliveryError otherwise. */
-  send(msg: OutgoingEmail): Promise<SentEmail>;
+  /**
+   * Resolves once the provider has accepted the message; rejects with a DeliveryError otherwise.
+   * `call` is the call it is sent for: its deadline, its log.
+   */
+  send(msg: OutgoingEmail, call?: CallScope): Promise<SentEmail>;
   close(): Promise<void>;
 }
 

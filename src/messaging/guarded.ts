@@ -12,11 +12,11 @@ import { DeliveryError, type SmsProvider } from "./provider.js";
 export function guardedSms(provider: SmsProvider, metrics: Pick<Metrics, "message">): SmsProvider {
   return {
     name: provider.name,
-    async send(msg) {
-      checkDeadline();
+    async send(msg, call) {
+      checkDeadline(call);
       const country = parseE164(msg.to)?.countryCode ?? "";
       try {
-        const sent = await provider.send(msg);
+        const sent = await provider.send(msg, call);
         metrics.message("sms", provider.name, country, true);
         return sent;
       } catch (err) {
@@ -42,10 +42,10 @@ export function guardedEmail(
   metrics.emailProvider(provider.name);
   return {
     name: provider.name,
-    async send(msg) {
-      checkDeadline();
+    async send(msg, call) {
+      checkDeadline(call);
       try {
-        const sent = await provider.send(msg);
+        const sent = await provider.send(msg, call);
         metrics.message("email", provider.name, "", true);
         metrics.email(provider.name, "sent");
         return sent;

@@ -1,4 +1,5 @@
 import type { Logger } from "../log.js";
+import type { CallScope } from "../observability/calls.js";
 import type { DeliveryReceipt, OutgoingSms, SentSms, SmsProvider } from "./provider.js";
 
 /**
@@ -12,9 +13,9 @@ export class LogSmsProvider implements SmsProvider {
     log.warn("SMS_PROVIDER=log: messages are written to the log, codes included, and never sent");
   }
 
-  send(msg: OutgoingSms): Promise<SentSms> {
+  send(msg: OutgoingSms, call?: CallScope): Promise<SentSms> {
     const { to, from, body, locale, reference } = msg;
-    this.log.warn("sms (log provider)", { to, from, body, locale, reference });
+    (call?.log ?? this.log).warn("sms (log provider)", { to, from, body, locale, reference });
     return Promise.resolve({ providerId: reference });
   }
 

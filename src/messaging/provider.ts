@@ -1,3 +1,4 @@
+import type { CallScope } from "../observability/calls.js";
 /** One SMS to send. `body` holds the code: it is never logged outside the log provider. */
 export interface OutgoingSms {
   /** Destination, E.164 (`+33612345678`). */
@@ -32,8 +33,11 @@ export interface DeliveryReceipt {
 
 export interface SmsProvider {
   readonly name: "log" | "http" | "smpp";
-  /** Resolves once the provider has accepted the message; rejects with a DeliveryError otherwise. */
-  send(msg: OutgoingSms): Promise<SentSms>;
+  /**
+   * Resolves once the provider has accepted the message; rejects with a DeliveryError otherwise.
+   * `call` is the call it is sent for (none for a background re-send): its deadline, its log.
+   */
+  send(msg: OutgoingSms, call?: CallScope): Promise<SentSms>;
   /** Delivery receipts, as they arrive (the SMPP provider only). */
   onReceipt(listener: (r: DeliveryReceipt) => void): void;
   close(): Promise<void>;

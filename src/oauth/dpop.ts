@@ -7,8 +7,7 @@ import {
   type JWK,
   type ProtectedHeaderParameters,
 } from "jose";
-import { RingfenceError } from "../errors.js";
-import { noteRefusal } from "../observability/calls.js";
+import { refusedBy, RingfenceError } from "../errors.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { DPOP_ALGORITHMS } from "./metadata.js";
 
@@ -86,8 +85,10 @@ export class DpopProofs {
       throw invalidProof("the proof must carry iat");
     }
     if (Math.abs(now - payload.iat) > this.opts.maxAgeSeconds) {
-      noteRefusal("DPOP_PROOF_MAX_AGE_SECONDS");
-      throw invalidProof(`the proof's iat must be within ${this.opts.maxAgeSeconds} seconds of now`);
+      throw refusedBy(
+        "DPOP_PROOF_MAX_AGE_SECONDS",
+        invalidProof(`the proof's iat must be within ${this.opts.maxAgeSeconds} seconds of now`),
+      );
     }
     const jti = payload.jti;
     if (typeof jti !== "string" || jti === "" || jti.length > MAX_JTI_CHARS) {
@@ -105,8 +106,7 @@ export class DpopProofs {
     );
     const set = await this.opts.redis.set(key, "1", "PX", 2 * this.opts.maxAgeSeconds * 1000, "NX");
     if (set === null) {
-      noteRefusal("DPOP_PROOF_MAX_AGE_SECONDS");
-      throw invalidProof("the proof's jti was used already");
+      throw refusedBy("DPOP_PROOF_MAX_AGE_SECONDS", invalidProof("the proof's jti was used already"));
     }
   }
 }

@@ -1,10 +1,9 @@
 import { createHash, randomUUID } from "node:crypto";
 import { limitSubject } from "../net/cidr.js";
-import { noteRefusal } from "../observability/calls.js";
 import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
 import { WindowKeys } from "../otp/window-keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
-import type { RingfenceError } from "../errors.js";
+import { refusedBy, type RingfenceError } from "../errors.js";
 
 /** The settings whose windows these are, named in refusals (the metric, the request log). */
 export type TokenFailureSetting = "TOKEN_FAILURES_CLIENT" | "TOKEN_FAILURES_IP";
@@ -111,6 +110,8 @@ function digest(id: string): string {
 }
 
 function tooManyFailures(waitMs: number, setting: TokenFailureSetting): RingfenceError {
-  noteRefusal(setting);
-  return tooManyAttempts("too many failed client authentications: try again later", waitMs);
+  return refusedBy(
+    setting,
+    tooManyAttempts("too many failed client authentications: try again later", waitMs),
+  );
 }

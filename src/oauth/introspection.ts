@@ -80,11 +80,16 @@ export async function revoke(
     await deps.clients.revoke(read.clientId, read.jti, read.exp);
   } else if (read?.kind === "session" && read.appId === client.appId) {
     if (await deps.sessions.end(read.sub, read.sessionId)) {
-      await deps.events?.emit(read.appId, "session.revoked", {
-        user_id: read.sub,
-        session_id: read.sessionId,
-        reason: "revoked",
-      });
+      await deps.events?.emit(
+        read.appId,
+        "session.revoked",
+        {
+          user_id: read.sub,
+          session_id: read.sessionId,
+          reason: "revoked",
+        },
+        { call: ctx },
+      );
     }
   }
   return { contentType: "text/plain; charset=utf-8", data: Buffer.alloc(0), extensions: [] };

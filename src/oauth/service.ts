@@ -76,12 +76,17 @@ export function oauthHandlers(
         scopes: [...new Set(parsed.data.scopes)],
         appId: app.appId,
       });
-      await deps.events?.emit(app.appId, "client.created", {
-        client_id: client.clientId,
-        client_name: client.clientName,
-        scopes: client.scopes,
-        grant_types: client.grantTypes,
-      });
+      await deps.events?.emit(
+        app.appId,
+        "client.created",
+        {
+          client_id: client.clientId,
+          client_name: client.clientName,
+          scopes: client.scopes,
+          grant_types: client.grantTypes,
+        },
+        { call: ctx },
+      );
       // The answer holds the client's secret.
       noStore(ctx);
       return {
@@ -105,7 +110,7 @@ export function oauthHandlers(
       if (!(await deps.clients.delete(app.appId, req.clientId))) {
         throw new RingfenceError("not_found", "this app has no such client");
       }
-      await deps.events?.emit(app.appId, "client.deleted", { client_id: req.clientId });
+      await deps.events?.emit(app.appId, "client.deleted", { client_id: req.clientId }, { call: ctx });
       return {};
     },
 
@@ -139,10 +144,15 @@ export function oauthHandlers(
       const graceSeconds = parsed.data.graceSeconds ?? 0;
       const secret = await deps.clients.rotateSecret(app.appId, req.clientId, graceSeconds);
       if (secret === undefined) throw new RingfenceError("not_found", "this app has no such client");
-      await deps.events?.emit(app.appId, "client.secret_rotated", {
-        client_id: req.clientId,
-        grace_seconds: graceSeconds,
-      });
+      await deps.events?.emit(
+        app.appId,
+        "client.secret_rotated",
+        {
+          client_id: req.clientId,
+          grace_seconds: graceSeconds,
+        },
+        { call: ctx },
+      );
       // The answer holds the client's new secret.
       noStore(ctx);
       return { clientId: req.clientId, clientSecret: secret };

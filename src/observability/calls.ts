@@ -1,9 +1,7 @@
-import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import { RingfenceError, type ErrorCode } from "../errors.js";
-import { addLogFields } from "../log.js";
+import type { Logger } from "../log.js";
 import type { Caller } from "../rpc/callers.js";
-import type { Awaitable } from "../awaitable.js";
 
 /** The transport a call came in on: gRPC, or REST through the built-in gateway. */
 export type Transport = "grpc" | "http";
@@ -25,8 +23,8 @@ export interface CallRecord {
   caller?: string | undefined;
   /**
    * The abuse rule that refused the call, named by its setting (`RATE_LIMIT_NUMBER`,
-   * `SPAM_RANGE_BURST`, ...): with an error (429, 403) or inside a success (a V1 send answered
-   * `rate_limited`). Handlers say it with `noteRefusal`.
+   * `SPAM_RANGE_BURST`, ...): with an error (429, 403), its `refusedBy`, or inside a success (a V1
+   * send answered `rate_limited`), said with `CallContext.noteRefusal`.
    */
   refusedBy?: string | undefined;
   /**
@@ -51,9 +49,29 @@ export function outcomeOf(
 }
 
 /**
- * The running call, as code deep inside it may need it without being handed it: its request id
- * and method for every log line written while it runs, and what it tells of itself beyond its
- * answer (see `noteRefusal`).
+ * What code deep inside a call needs of it, handed down by the code that calls it (a handler
+ * passes its CallContext): the log whose lines name the call, the caller's deadline, and where
+ * a refusal inside a success is said. It is passed rather than found in an AsyncLocalStorage,
+ * whose async hooks cost every promise and socket write of the process on Node 20 and 22
+ * (docs/benchmark.md).
+ */
+export interface CallScope {
+  /** The service's log; every line it writes names the call (request_id, method). */
+  readonly log: Logger;
+  /** When the caller stops waiting (epoch ms): its gRPC deadline or `grpc-timeout`; none if unset. */
+  readonly deadlineMs?: number | undefined;
+  /**
+   * Names the abuse rule (its setting) that refused the call inside a success answer (a V1 send
+   * answered `rate_limited`), for the refusals metric and the request log; the first one said
+   * wins. A refusal thrown says it with the error's `refusedBy` instead.
+   */
+  noteRefusal(rule: string): void;
+}
+
+/**
+ * What a call tells of itself beyond its answer, kept by the binding while it runs: its request
+ * id and method for its log lines, its deadline, and the abuse rule that refused it (an error's
+ * `refusedBy`, or `CallContext.noteRefusal` for a refusal inside a success).
  */
 export interface CallNotes {
   requestId: string;
@@ -62,28 +80,6 @@ export interface CallNotes {
   /** When the caller stops waiting (epoch ms), if it said. */
   deadlineMs?: number | undefined;
   refusedBy?: string;
-}
-
-const current = new AsyncLocalStorage<CallNotes>();
-
-// Every line logged while a call runs (its handler, stores, providers) names the call.
-addLogFields(() => {
-  const notes = current.getStore();
-  return notes === undefined ? undefined : { request_id: notes.requestId, method: notes.method };
-});
-
-/** Runs `fn` as one call: `noteRefusal` inside it, however deep, lands on `notes`. */
-export function withCallNotes<T>(notes: CallNotes, fn: () => Awaitable<T>): Awaitable<T> {
-  return current.run(notes, fn);
-}
-
-/**
- * Says which abuse rule (its setting's name) refused the running call, for the refusals metric
- * and the request log; the first one said wins. Outside a call (a background job) it does nothing.
- */
-export function noteRefusal(rule: string): void {
-  const notes = current.getStore();
-  if (notes !== undefined) notes.refusedBy ??= rule;
 }
 
 /** Told of every answered call, once, after its answer is decided. Must not throw. */
@@ -125,11 +121,11 @@ export function allOf(observers: readonly CallObserver[]): CallObserver {
 }
 
 /**
- * Throws 504 deadline_exceeded when the running call's caller has stopped waiting, so that what
- * comes next (a message sent, a charge) is not done for nobody. Outside a call it does nothing.
+ * Throws 504 deadline_exceeded when the call's caller has stopped waiting, so that what comes next
+ * (a message sent, a charge) is not done for nobody. Outside a call (no scope) it does nothing.
  */
-export function checkDeadline(): void {
-  const deadline = current.getStore()?.deadlineMs;
+export function checkDeadline(call: Pick<CallScope, "deadlineMs"> | undefined): void {
+  const deadline = call?.deadlineMs;
   if (deadline !== undefined && Date.now() >= deadline) {
     throw new RingfenceError("deadline_exceeded", "the call's deadline passed before it was answered");
   }

@@ -1,8 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { Config } from "../config.js";
-import { noteRefusal } from "../observability/calls.js";
 import type { Secrets } from "../crypto/secrets.js";
-import { RingfenceError } from "../errors.js";
+import { refusedBy, RingfenceError } from "../errors.js";
 import type { RedisClient } from "../redis/client.js";
 import { checkCode, hashCode, newCode } from "./code.js";
 
@@ -100,8 +99,10 @@ export async function checkChallenge(
   if (status === "valid") return;
   if (status === "invalid") throw new RingfenceError("invalid_code", "the code is not right");
   if (status === "rate_limited") {
-    noteRefusal("OTP_MAX_CHECKS");
-    throw new RingfenceError("too_many_attempts", "too many wrong codes: start again");
+    throw refusedBy(
+      "OTP_MAX_CHECKS",
+      new RingfenceError("too_many_attempts", "too many wrong codes: start again"),
+    );
   }
   throw new RingfenceError("expired_challenge", "unknown, used or expired challenge_token");
 }

@@ -1,15 +1,15 @@
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 import { SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { isRedisUnavailable, RingfenceError, toWire, type ErrorDialect, type WireError } from "../errors.js";
-import type { Logger } from "../log.js";
+import { withFields, type Logger } from "../log.js";
 import {
   callerIdentity,
   elapsedMs,
   REQUEST_ID_HEADER,
-  withCallNotes,
   type CallNotes,
   type CallObserver,
   type CallRecord,
+  type CallScope,
   type Transport,
 } from "../observability/calls.js";
 import type { Caller, CallerTypes } from "./callers.js";
@@ -17,8 +17,11 @@ import type { CallerKind } from "./surface.js";
 import { andThen, settle, type Awaitable } from "../awaitable.js";
 import { tracingStarted } from "../observability/tracing.js";
 
-/** What a handler sees of the call, whichever transport carried it. */
-export interface CallContext {
+/**
+ * What a handler sees of the call, whichever transport carried it. It is the call's scope too
+ * (its log and deadline): a handler hands it to the code that needs them.
+ */
+export interface CallContext extends CallScope {
   /** An incoming metadata entry (an HTTP header through the gateways); names are lower-case. */
   header(name: string): string | undefined;
   /** A response header: initial metadata over gRPC, an HTTP header through the gateways. */
@@ -32,8 +35,6 @@ export interface CallContext {
   readonly caller?: Caller | undefined;
   /** The call's request id (the caller's `x-request-id`, or one made for it), for logs. */
   readonly requestId: string;
-  /** When the caller stops waiting (epoch ms): its gRPC deadline or `grpc-timeout`; none if unset. */
-  readonly deadlineMs?: number | undefined;
 }
 
 /**
@@ -216,7 +217,7 @@ export function invoke(
     deadlineMs: call.deadlineMs,
   };
   const answer = () => run(binding, method, rpc, request, call, deps, notes);
-  return withCallNotes(notes, tracingStarted() ? () => traced(binding, rpc, call, notes, answer) : answer);
+  return tracingStarted() ? traced(binding, rpc, call, notes, answer) : answer();
 }
 
 const tracer = trace.getTracer("ringfence");
@@ -267,13 +268,21 @@ function run(
   notes: CallNotes,
 ): Awaitable<Outcome> {
   const headers: Record<string, string> = { ...binding.headers, [REQUEST_ID_HEADER]: call.requestId };
-  const ctx: CallContext = {
+  let log: Logger | undefined;
+  const ctx: { -readonly [K in keyof CallContext]: CallContext[K] } = {
     clientAddress: call.clientAddress,
     header: call.header,
     requestId: call.requestId,
     deadlineMs: call.deadlineMs,
     setHeader: (name, value) => {
       headers[name.toLowerCase()] = value;
+    },
+    // Made when first asked for: most calls write no line of their own.
+    get log() {
+      return (log ??= withFields(deps.log, { request_id: notes.requestId, method: notes.method }));
+    },
+    noteRefusal: (rule) => {
+      notes.refusedBy ??= rule;
     },
   };
   let caller: Caller | undefined;
@@ -311,7 +320,8 @@ function run(
     if (authenticate === undefined) return handler(request, ctx);
     return andThen(authenticate(ctx, request), (found) => {
       caller = found;
-      return handler(request, { ...ctx, caller: found });
+      ctx.caller = found;
+      return handler(request, ctx);
     });
   };
   const succeeded = (response: unknown): Outcome => {
@@ -321,6 +331,7 @@ function run(
     return { ok: true, response, headers };
   };
   const failed = (err: unknown): Outcome => {
+    if (err instanceof RingfenceError && err.refusedBy !== undefined) notes.refusedBy ??= err.refusedBy;
     const error = toWire(err, binding.dialectOf(method), deps.docsUrl, call.requestId);
     if (isRedisUnavailable(err)) {
       // An outage, answered 503 and reported by the health watchdog: not a failure of this call.

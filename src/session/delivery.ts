@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { isRedisUnavailable, RingfenceError } from "../errors.js";
+import { isRedisUnavailable, refusedBy, RingfenceError } from "../errors.js";
+import type { CallScope } from "../observability/calls.js";
 import type { Config } from "../config.js";
 import { errorMessage, type Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
@@ -7,7 +8,6 @@ import { takeWindows, tooManyAttempts, type Window } from "../otp/code.js";
 import { WindowKeys } from "../otp/window-keys.js";
 import { screenNumber } from "../lookup/spam.js";
 import { refusalName, type Destination, type FraudEngine } from "../fraud/engine.js";
-import { noteRefusal } from "../observability/calls.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import type { AppStore } from "../apps/store.js";
 import { parseE164 } from "../lookup/numbers.js";
@@ -139,15 +139,17 @@ export class CodeSender {
     if (id.type === "phone_number") await this.deps.fraud.convertedNumber("session", appId, id.value);
   }
 
-  /** Sends a code; counted for the app once the provider accepted it. */
+  /** Sends a code for `call`; counted for the app once the provider accepted it. */
   async send(
     appId: string,
     id: Identifier,
     code: string,
     purpose: "login" | "step_up",
     ttlSeconds: number,
+    call: CallScope,
   ): Promise<void> {
-    const { config, log } = this.deps;
+    const { config } = this.deps;
+    const { log } = call;
     const reference = randomUUID();
     const minutes = Math.max(1, Math.ceil(ttlSeconds / 60));
     try {
@@ -158,13 +160,16 @@ export class CodeSender {
           locale: resolveLocale(undefined, country),
           lifetimeMinutes: minutes,
         });
-        await this.deps.sms.send({
-          to: id.value,
-          from: config.SMS_FROM,
-          body: text.body,
-          locale: text.locale,
-          reference,
-        });
+        await this.deps.sms.send(
+          {
+            to: id.value,
+            from: config.SMS_FROM,
+            body: text.body,
+            locale: text.locale,
+            reference,
+          },
+          call,
+        );
       } else {
         const text = renderOtpEmail({
           code,
@@ -172,13 +177,16 @@ export class CodeSender {
           lifetimeMinutes: minutes,
           purpose,
         });
-        await this.deps.email.send({
-          to: id.value,
-          from: config.EMAIL_FROM,
-          subject: text.subject,
-          body: text.body,
-          reference,
-        });
+        await this.deps.email.send(
+          {
+            to: id.value,
+            from: config.EMAIL_FROM,
+            subject: text.subject,
+            body: text.body,
+            reference,
+          },
+          call,
+        );
       }
     } catch (err) {
       // A refusal the caller should see as it is (say "unavailable" while shutting down) stays one.
@@ -200,10 +208,4 @@ export class CodeSender {
 
 function spamDetected(): RingfenceError {
   return new RingfenceError("spam_detected", "codes are not sent to this number");
-}
-
-/** `error`, once the rule that refused the call (its setting) is noted for metrics and the log. */
-function refusedBy<E>(rule: string | undefined, error: E): E {
-  if (rule !== undefined) noteRefusal(rule);
-  return error;
 }

@@ -53,7 +53,7 @@ export function sessionModule(
       perIdentifier: r.config.PASSWORD_FAILURES_IDENTIFIER,
       perAddress: r.config.PASSWORD_FAILURES_IP,
     }),
-    passwords: new PasswordChecker(r.users, r.log),
+    passwords: new PasswordChecker(r.users),
     metrics: r.metrics,
   });
   const authenticate = sessionAuthenticator({

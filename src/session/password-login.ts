@@ -1,9 +1,8 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { verify } from "@node-rs/argon2";
-import { RingfenceError } from "../errors.js";
-import type { Logger } from "../log.js";
+import { refusedBy, RingfenceError } from "../errors.js";
+import type { CallScope } from "../observability/calls.js";
 import { limitSubject } from "../net/cidr.js";
-import { noteRefusal } from "../observability/calls.js";
 import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
 import { WindowKeys } from "../otp/window-keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
@@ -62,8 +61,10 @@ export class PasswordFailures {
       ).then(() => undefined);
     if (full !== undefined) {
       await release();
-      noteRefusal(full.setting);
-      throw tooManyAttempts("too many failed password logins: try again later", full.waitMs);
+      throw refusedBy(
+        full.setting,
+        tooManyAttempts("too many failed password logins: try again later", full.waitMs),
+      );
     }
     return { succeeded: release };
   }
@@ -97,17 +98,14 @@ export class PasswordFailures {
 export class PasswordChecker {
   private readonly dummyHash: Promise<string>;
 
-  constructor(
-    private readonly users: Pick<UserStore, "credentials">,
-    private readonly log: Logger,
-  ) {
+  constructor(private readonly users: Pick<UserStore, "credentials">) {
     this.dummyHash = hashPassword(randomBytes(24).toString("base64url"));
     // Awaited by the first unknown identifier; a failure here shows there, not as an unhandled rejection.
     this.dummyHash.catch(() => undefined);
   }
 
   /** The user whose password `password` is; undefined for any of the three failures. */
-  async check(appId: string, id: Identifier, password: string): Promise<User | undefined> {
+  async check(appId: string, id: Identifier, password: string, call: CallScope): Promise<User | undefined> {
     const found = await this.users.credentials(appId, id);
     const stored = found?.passwordHash;
     if (found === undefined || stored === undefined) {
@@ -118,7 +116,7 @@ export class PasswordChecker {
       return (await matches(stored, password)) ? found.user : undefined;
     } catch {
       // A stored hash the library cannot read: the user cannot log in with a password.
-      this.log.warn("unreadable password hash", { user_id: found.user.userId });
+      call.log.warn("unreadable password hash", { user_id: found.user.userId });
       return undefined;
     }
   }

@@ -98,7 +98,7 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       const expiresAtMs = Date.now() + config.OTP_TTL_SECONDS * 1000;
       const challenge = await issueChallenge(deps, {
         create: (codeHash) => deps.challenges.createLogin(app.appId, identifier, expiresAtMs, codeHash),
-        send: (code) => deps.codes.send(app.appId, identifier, code, "login", config.OTP_TTL_SECONDS),
+        send: (code) => deps.codes.send(app.appId, identifier, code, "login", config.OTP_TTL_SECONDS, ctx),
         remove: (key) => deps.challenges.remove(key),
       });
       return { challengeToken: challenge.token, expiresAt: new Date(expiresAtMs).toISOString() };
@@ -131,20 +131,30 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       });
       const { sessionId, refreshToken } = opened;
       await deps.challenges.remove(ref.key);
-      await deps.events.emit(login.appId, "session.created", {
-        user_id: user.userId,
-        session_id: sessionId,
-        new_user: created,
-      });
-      if (grant !== undefined) {
-        await deps.events.emit(login.appId, "scope.granted", {
+      await deps.events.emit(
+        login.appId,
+        "session.created",
+        {
           user_id: user.userId,
           session_id: sessionId,
-          scope: grant.scope,
-          granted_for: config.CHANGE_PASSWORD_GRANT_SECONDS,
-          grant_mode: grant.mode,
-          via: "login",
-        });
+          new_user: created,
+        },
+        { call: ctx },
+      );
+      if (grant !== undefined) {
+        await deps.events.emit(
+          login.appId,
+          "scope.granted",
+          {
+            user_id: user.userId,
+            session_id: sessionId,
+            scope: grant.scope,
+            granted_for: config.CHANGE_PASSWORD_GRANT_SECONDS,
+            grant_mode: grant.mode,
+            via: "login",
+          },
+          { call: ctx },
+        );
       }
       return tokens(
         user.userId,
@@ -177,7 +187,7 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
         }
         throw err;
       }
-      const user = await deps.passwords.check(app.appId, identifier, req.password);
+      const user = await deps.passwords.check(app.appId, identifier, req.password, ctx);
       if (user === undefined) {
         deps.metrics.passwordLogin("invalid_credentials");
         throw invalidCredentials();
@@ -185,11 +195,16 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       await attempt.succeeded();
       const jti = randomUUID();
       const opened = await deps.sessions.open(user.userId, app.appId, jti, { amr: [...PASSWORD_LOGIN_AMR] });
-      await deps.events.emit(app.appId, "session.created", {
-        user_id: user.userId,
-        session_id: opened.sessionId,
-        new_user: false,
-      });
+      await deps.events.emit(
+        app.appId,
+        "session.created",
+        {
+          user_id: user.userId,
+          session_id: opened.sessionId,
+          new_user: false,
+        },
+        { call: ctx },
+      );
       deps.metrics.passwordLogin("success");
       return tokens(user.userId, opened.sessionId, app.appId, [], jti, opened.refreshToken, opened.login);
     },
@@ -225,12 +240,17 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       const appId = session?.appId ?? "";
       if (result.outcome !== "ok" || session === undefined) {
         if (result.outcome === "reused") {
-          deps.log.warn("refresh token reused: session revoked", { user_id: userId });
-          await deps.events.emit(appId, "session.revoked", {
-            user_id: userId,
-            session_id: sessionId,
-            reason: "refresh_token_reused",
-          });
+          ctx.log.warn("refresh token reused: session revoked", { user_id: userId });
+          await deps.events.emit(
+            appId,
+            "session.revoked",
+            {
+              user_id: userId,
+              session_id: sessionId,
+              reason: "refresh_token_reused",
+            },
+            { call: ctx },
+          );
         }
         throw new RingfenceError(
           "invalid_token",
@@ -240,12 +260,17 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
         );
       }
       if (stepUpScope !== undefined) {
-        await deps.events.emit(appId, "scope.granted", {
-          user_id: userId,
-          session_id: sessionId,
-          scope: stepUpScope,
-          via: "step_up",
-        });
+        await deps.events.emit(
+          appId,
+          "scope.granted",
+          {
+            user_id: userId,
+            session_id: sessionId,
+            scope: stepUpScope,
+            via: "step_up",
+          },
+          { call: ctx },
+        );
       }
       return tokens(userId, sessionId, appId, result.scopes, jti, result.refreshToken, session.login);
     },
@@ -253,11 +278,16 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
     async logout(_req, ctx) {
       const caller = userOf(ctx);
       await deps.sessions.end(caller.userId, caller.sessionId);
-      await deps.events.emit(caller.appId, "session.revoked", {
-        user_id: caller.userId,
-        session_id: caller.sessionId,
-        reason: "logout",
-      });
+      await deps.events.emit(
+        caller.appId,
+        "session.revoked",
+        {
+          user_id: caller.userId,
+          session_id: caller.sessionId,
+          reason: "logout",
+        },
+        { call: ctx },
+      );
       return {};
     },
 

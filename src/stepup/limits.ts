@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Config } from "../config.js";
-import { noteRefusal } from "../observability/calls.js";
+import { refusedBy } from "../errors.js";
 import { takeWindows, tooManyAttempts } from "../otp/code.js";
 import { WindowKeys } from "../otp/window-keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
@@ -54,7 +54,6 @@ export class StepUpLimits {
       randomUUID(),
     );
     if (waitMs === 0) return;
-    if (full?.name !== undefined) noteRefusal(full.name);
-    throw tooManyAttempts("too many step-up requests: try again later", waitMs);
+    throw refusedBy(full?.name, tooManyAttempts("too many step-up requests: try again later", waitMs));
   }
 }

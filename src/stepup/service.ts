@@ -1,4 +1,5 @@
 import { badField, RingfenceError } from "../errors.js";
+import type { CallScope } from "../observability/calls.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
@@ -46,7 +47,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
   const { config } = deps;
 
   /** Opens the challenge of step `index`, sending its code; undefined when it cannot be sent. */
-  async function openStep(userId: string, state: StepUpState): Promise<string | undefined> {
+  async function openStep(userId: string, state: StepUpState, call: CallScope): Promise<string | undefined> {
     const step = state.steps[state.stepIndex];
     const type = step === undefined ? undefined : STEP_IDENTIFIER[step.key];
     const user = await deps.users.get(userId);
@@ -56,7 +57,8 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     const expiresAtMs = Date.now() + step.expirationDuration * 1000;
     const challenge = await issueChallenge(deps, {
       create: (codeHash) => deps.challenges.create(userId, state, expiresAtMs, codeHash),
-      send: (code) => deps.codes.send(state.appId, identifier, code, "step_up", step.expirationDuration),
+      send: (code) =>
+        deps.codes.send(state.appId, identifier, code, "step_up", step.expirationDuration, call),
       remove: (key) => deps.challenges.remove(key),
     });
     return challenge.token;
@@ -119,14 +121,19 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
           untilMs: until,
           mode: decision.grantMode,
         });
-        await deps.events.emit(caller.appId, "scope.granted", {
-          user_id: caller.userId,
-          session_id: caller.sessionId,
-          scope: scope.data,
-          granted_for: decision.grantedFor,
-          grant_mode: decision.grantMode,
-          via: "step_up",
-        });
+        await deps.events.emit(
+          caller.appId,
+          "scope.granted",
+          {
+            user_id: caller.userId,
+            session_id: caller.sessionId,
+            scope: scope.data,
+            granted_for: decision.grantedFor,
+            grant_mode: decision.grantMode,
+            via: "step_up",
+          },
+          { call: ctx },
+        );
         return { status: "continue", challengeToken: "", steps: [] };
       }
       if (decision.status === "block") return { status: "block", challengeToken: "", steps: [] };
@@ -141,9 +148,9 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
         steps,
         stepIndex: 0,
       };
-      const token = await openStep(caller.userId, state);
+      const token = await openStep(caller.userId, state, ctx);
       if (token === undefined) {
-        deps.log.warn("step-up review with a step this user cannot complete: blocked", { scope: scope.data });
+        ctx.log.warn("step-up review with a step this user cannot complete: blocked", { scope: scope.data });
         return { status: "block", challengeToken: "", steps: [] };
       }
       return { status: "review", challengeToken: token, steps };
@@ -166,7 +173,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
       const next = { ...state, stepIndex: state.stepIndex + 1 };
       const nextStep = next.steps[next.stepIndex];
       if (nextStep !== undefined) {
-        const token = await openStep(ref.userId, next);
+        const token = await openStep(ref.userId, next, ctx);
         if (token === undefined)
           throw new RingfenceError("expired_challenge", `the step ${nextStep.key} cannot be completed`);
         return { challengeToken: token, currentStep: nextStep.key };
@@ -205,14 +212,24 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
           : insufficient();
       }
       const who = { user_id: caller.userId, session_id: caller.sessionId };
-      await deps.events.emit(caller.appId, "scope.consumed", { ...who, scope: PASSWORD_SCOPE });
-      await deps.events.emit(caller.appId, "password.changed", who);
+      await deps.events.emit(
+        caller.appId,
+        "scope.consumed",
+        { ...who, scope: PASSWORD_SCOPE },
+        { call: ctx },
+      );
+      await deps.events.emit(caller.appId, "password.changed", who, { call: ctx });
       for (const ended of reset.ended) {
-        await deps.events.emit(caller.appId, "session.revoked", {
-          user_id: caller.userId,
-          session_id: ended,
-          reason: "password_changed",
-        });
+        await deps.events.emit(
+          caller.appId,
+          "session.revoked",
+          {
+            user_id: caller.userId,
+            session_id: ended,
+            reason: "password_changed",
+          },
+          { call: ctx },
+        );
       }
       return {};
     },

@@ -13,7 +13,7 @@ import { describeNumber, parseE164, type ParsedNumber } from "../lookup/numbers.
 import { screenNumber } from "../lookup/spam.js";
 import type { FraudEngine } from "../fraud/engine.js";
 import { limitSubject } from "../net/cidr.js";
-import { noteRefusal } from "../observability/calls.js";
+import type { CallScope } from "../observability/calls.js";
 import type { Metrics } from "../observability/metrics.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
@@ -127,8 +127,11 @@ export class VerifyEngine {
     };
   }
 
-  /** Decides, charges and sends a first code: the windows, spam rules and balance say whether. */
-  async send(account: StoredAccount, req: SendRequest): Promise<SendOutcome> {
+  /**
+   * Decides, charges and sends a first code: the windows, spam rules and balance say whether, and
+   * a refusal is noted on the call.
+   */
+  async send(account: StoredAccount, req: SendRequest, call: CallScope): Promise<SendOutcome> {
     const { config, store } = this.deps;
     const phone = req.phone;
     const screened = await screenNumber(config, this.deps.lookupData, phone);
@@ -237,10 +240,10 @@ export class VerifyEngine {
         held,
         fraud.sendKeys(account.customerUuid, destination),
       )
-      .catch(this.giveBack(store.holdOf(place, sms.reference, "send"), held));
+      .catch(this.giveBack(store.holdOf(place, sms.reference, "send"), held, call));
     if (judged !== undefined) fraud.noted(req.api, judged, destination.country);
     if (status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
-    if (refusedBy !== undefined) noteRefusal(refusedBy);
+    if (refusedBy !== undefined) call.noteRefusal(refusedBy);
 
     if (status === "pending") {
       await this.deliver(
@@ -249,16 +252,27 @@ export class VerifyEngine {
         1,
         shapes.sent(facts, 1, "send", new Date(this.now()).toISOString()),
         ctx,
+        call,
       );
       // Settled: the provider took the message, so the charge stands.
       this.deps.metrics.charged(phone.countryCode, price);
     }
-    if (req.callbackUrl !== "") await this.kick(store.authKeys(account.customerUuid, authUuid).events);
+    if (req.callbackUrl !== "") {
+      await this.kick(store.authKeys(account.customerUuid, authUuid).events, call.log);
+    }
     return { authUuid, status, refusedBy, createdAt, expiresAt };
   }
 
-  /** Sends a new code that replaces the previous one, under the retry rules and the number's windows. */
-  async retry(account: StoredAccount, authUuid: string, auth: StoredAuthentication): Promise<RetryOutcome> {
+  /**
+   * Sends a new code that replaces the previous one, under the retry rules and the number's windows;
+   * a refusal is noted on the call.
+   */
+  async retry(
+    account: StoredAccount,
+    authUuid: string,
+    auth: StoredAuthentication,
+    call: CallScope,
+  ): Promise<RetryOutcome> {
     const { config, store } = this.deps;
     const phone = parseE164(auth.phoneNumber);
     if (phone === undefined) throw new RingfenceError("internal_server_error", "stored number is unreadable");
@@ -303,11 +317,11 @@ export class VerifyEngine {
         held,
         fraud.sendKeys(account.customerUuid, destination),
       )
-      .catch(this.giveBack(store.holdOf(place, sms.reference, "retry"), held));
+      .catch(this.giveBack(store.holdOf(place, sms.reference, "retry"), held, call));
     if (r.fraud !== undefined) fraud.noted(auth.api, r.fraud, destination.country);
     if (r.status === "not_found") throw unknownAuthentication();
     if (r.status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
-    if (r.refusedBy !== undefined) noteRefusal(r.refusedBy);
+    if (r.refusedBy !== undefined) call.noteRefusal(r.refusedBy);
     if (r.status === "approved") {
       const facts = await this.facts(auth.api, authUuid, phone, auth.correlationId, price);
       const hooked = await this.deliver(
@@ -316,9 +330,10 @@ export class VerifyEngine {
         attempt,
         EVENT_SHAPES[auth.api].sent(facts, attempt, "retry", new Date(this.now()).toISOString()),
         eventContext(facts, auth.expiresAt),
+        call,
       );
       this.deps.metrics.charged(phone.countryCode, price);
-      if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events);
+      if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events, call.log);
     }
     return { status: r.status, retries: r.retries, nextRetryAtMs: r.nextRetryAtMs, refusedBy: r.refusedBy };
   }
@@ -329,6 +344,7 @@ export class VerifyEngine {
     authUuid: string,
     code: string,
     api: VerifyApi,
+    call: CallScope,
   ): Promise<CheckStatus | "not_found"> {
     const { store, config } = this.deps;
     const t = this.now();
@@ -349,7 +365,7 @@ export class VerifyEngine {
           ? undefined
           : { valid, invalid, compact: { valid: compact(valid), invalid: compact(invalid) } },
     });
-    if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events);
+    if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events, call.log);
     if (phone !== undefined) await this.converted(api, account.customerUuid, phone);
     return status;
   }
@@ -376,7 +392,7 @@ export class VerifyEngine {
     const event = EVENT_SHAPES[known.api].receipt(facts, owner.attempt, receipt);
     const compact = compactEvent(event, eventContext(facts, ""));
     const { hooked } = await store.appendEvent(owner.customer, owner.auth, event, compact);
-    if (hooked) await this.kick(store.authKeys(owner.customer, owner.auth).events);
+    if (hooked) await this.kick(store.authKeys(owner.customer, owner.auth).events, this.deps.log);
   }
 
   /**
@@ -386,10 +402,10 @@ export class VerifyEngine {
    * hold is released (refund, windows freed, authentication removed or previous code restored)
    * in the background once Redis answers, unless a recovery claimed it first. Rethrows.
    */
-  private giveBack(hold: Hold, held: HoldArgs): (err: unknown) => never {
+  private giveBack(hold: Hold, held: HoldArgs, call: CallScope): (err: unknown) => never {
     return (err) => {
       if (!(err instanceof RingfenceError)) {
-        void settleHold(this.deps.store, this.deps.log, hold, "release", held);
+        void settleHold(this.deps.store, call.log, hold, "release", held);
       }
       throw err;
     };
@@ -422,11 +438,13 @@ export class VerifyEngine {
     attempt: number,
     sent: Envelope,
     ctx: EventContext,
+    call: CallScope,
   ): Promise<boolean> {
-    const { store, log } = this.deps;
+    const { store } = this.deps;
+    const { log } = call;
     let providerId: string;
     try {
-      ({ providerId } = await this.deps.sms.send(sms));
+      ({ providerId } = await this.deps.sms.send(sms, call));
     } catch (err) {
       const error = errorMessage(err);
       if (outcomeUnknown(err)) {
@@ -450,7 +468,7 @@ export class VerifyEngine {
         .catch((err: unknown) => {
           log.warn("message id not remembered", { error: String(err) });
         }),
-      this.afterSent(hold.customer, auth, sent, compactEvent(sent, ctx)),
+      this.afterSent(hold.customer, auth, sent, compactEvent(sent, ctx), log),
     ]);
     return hooked;
   }
@@ -461,11 +479,12 @@ export class VerifyEngine {
     authUuid: string,
     event: Envelope,
     compact: string,
+    log: Logger,
   ): Promise<boolean> {
     try {
       return (await this.deps.store.appendEvent(customerUuid, authUuid, event, compact)).hooked;
     } catch (err) {
-      this.deps.log.warn("attempt event not recorded", {
+      log.warn("attempt event not recorded", {
         error: errorMessage(err),
       });
       return false;
@@ -476,11 +495,11 @@ export class VerifyEngine {
    * Starts delivery of an authentication's webhook events. A failure here must not fail the call:
    * the events are recorded, and the outbox's recovery sweep delivers them later.
    */
-  private async kick(list: string): Promise<void> {
+  private async kick(list: string, log: Logger): Promise<void> {
     try {
       await this.deps.webhooks.kick(list);
     } catch (err) {
-      this.deps.log.warn("webhook delivery not started; the sweep will", {
+      log.warn("webhook delivery not started; the sweep will", {
         error: errorMessage(err),
       });
     }

@@ -34,28 +34,32 @@ export function verifyHandlers(engine: VerifyEngine): Handlers<typeof VerifyServ
       // After authentication, so that anonymous callers cannot make the service resolve names.
       if (input.callbackUrl !== "") await engine.deps.outbound.checkUrl(input.callbackUrl, "callback_url");
       const phone = phoneInRegions(input.phoneNumber, account.regions);
-      const sent = await engine.send(account, {
-        api: "v1",
-        phone,
-        ip: input.ip,
-        deviceId: input.deviceId,
-        signals: {
+      const sent = await engine.send(
+        account,
+        {
+          api: "v1",
+          phone,
           ip: input.ip,
           deviceId: input.deviceId,
-          deviceType: input.deviceType,
-          appVersion: input.appVersion,
-          osVersion: input.osVersion,
-          deviceModel: input.deviceModel,
-          isReturningUser: input.isReturningUser,
+          signals: {
+            ip: input.ip,
+            deviceId: input.deviceId,
+            deviceType: input.deviceType,
+            appVersion: input.appVersion,
+            osVersion: input.osVersion,
+            deviceModel: input.deviceModel,
+            isReturningUser: input.isReturningUser,
+          },
+          locale: input.locale,
+          templateId: input.templateId,
+          senderId: input.senderId,
+          appRealm: input.appRealm,
+          callbackUrl: input.callbackUrl,
+          correlationId: input.correlationId,
+          codeLength: config.OTP_LENGTH,
         },
-        locale: input.locale,
-        templateId: input.templateId,
-        senderId: input.senderId,
-        appRealm: input.appRealm,
-        callbackUrl: input.callbackUrl,
-        correlationId: input.correlationId,
-        codeLength: config.OTP_LENGTH,
-      });
+        ctx,
+      );
       // V1 names no target, so no other creation can overtake it.
       if (sent.status === "raced") throw new Error("a V1 send cannot be raced");
       return {
@@ -70,7 +74,7 @@ export function verifyHandlers(engine: VerifyEngine): Handlers<typeof VerifyServ
       const authUuid = authUuidField(req.authenticationUuid);
       if (!/^\d{1,12}$/.test(req.checkCode)) throw badField("check_code", "must be the digits of the code");
       const account = accountOf(ctx);
-      const status = await engine.check(account, authUuid, req.checkCode, "v1");
+      const status = await engine.check(account, authUuid, req.checkCode, "v1", ctx);
       if (status === "not_found") throw unknownAuthentication();
       return { authenticationUuid: authUuid, status };
     },
@@ -81,7 +85,7 @@ export function verifyHandlers(engine: VerifyEngine): Handlers<typeof VerifyServ
       const found = await store.get(account.customerUuid, authUuid);
       if (found === undefined || found.auth.api !== "v1") throw unknownAuthentication();
       const t = now();
-      const r = await engine.retry(account, authUuid, found.auth);
+      const r = await engine.retry(account, authUuid, found.auth, ctx);
       const remaining = Math.max(0, config.OTP_MAX_RETRIES - r.retries);
       const showNext =
         r.nextRetryAtMs > 0 &&

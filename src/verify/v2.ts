@@ -187,7 +187,7 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
         const { indexed, auth } = await store.targetState(account.customerUuid, phone.e164);
         if (auth !== undefined && isRunning(auth, now(), config.OTP_MAX_CHECKS)) {
           // Gone between the read and the retry (a refused first message is taken back): none runs.
-          const r = await engine.retry(account, indexed, auth).catch((err: unknown) => {
+          const r = await engine.retry(account, indexed, auth, ctx).catch((err: unknown) => {
             if (err instanceof RingfenceError && err.code === "no_associated_auth_found") return undefined;
             throw err;
           });
@@ -203,7 +203,7 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
           // Expired, checked or gone between the read and the retry: a new verification starts.
         }
 
-        const sent = await engine.send(account, { ...request, indexed });
+        const sent = await engine.send(account, { ...request, indexed }, ctx);
         if (sent.status === "raced") {
           if (look < MAX_LOOKS) continue;
           throw unavailable("verifications of this number are being created concurrently; try again");
@@ -228,7 +228,7 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
         return { status: "expired_or_not_found", metadata: undefined, requestId: ctx.requestId };
       }
       const [status, correlationId] = await Promise.all([
-        engine.check(account, authUuid, req.code, "v2"),
+        engine.check(account, authUuid, req.code, "v2", ctx),
         store.correlationId(account.customerUuid, authUuid),
       ]);
       if (status === "not_found") {

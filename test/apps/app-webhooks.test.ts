@@ -32,6 +32,7 @@ import { testRedisUrl } from "../support/hooks.js";
 import { Receiver, type Received } from "../support/receivers.js";
 import { basicAuth, rest } from "../support/rest.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { testCall } from "../support/call.js";
 
 interface LogEntry {
   level: string;
@@ -45,17 +46,7 @@ function capturingLogger(): { log: Logger; entries: LogEntry[] } {
 }
 
 /** A CallContext as the transports build it: request headers in, response headers recorded. */
-function fakeContext(headers: Record<string, string>): CallContext & { sent: Record<string, string> } {
-  const sent: Record<string, string> = {};
-  return {
-    sent,
-    requestId: "test-request",
-    header: (name) => headers[name],
-    setHeader: (name, value) => {
-      sent[name] = value;
-    },
-  };
-}
+const fakeContext = (headers: Record<string, string>) => testCall(headers);
 
 /** A handler called as its service binding calls it: the binding's authenticator first. */
 function asBound<Req, Res>(
@@ -321,7 +312,12 @@ describe("app webhooks", () => {
       const rx = await receiver();
       const { appId } = await newApp();
       const sub = await webhooks.register(appId, { url: rx.url, events: ["client.created"] });
-      await webhooks.emit(appId, "client.created", { client_id: "rfc_1", scopes: ["a"] }, "corr-1");
+      await webhooks.emit(
+        appId,
+        "client.created",
+        { client_id: "rfc_1", scopes: ["a"] },
+        { correlationId: "corr-1" },
+      );
       const [req] = await rx.until((r) => r.length === 1);
 
       expect(signedBy(sub.secret, req!)).to.equal(true);

@@ -12,7 +12,7 @@ import {
 } from "../../src/gen/google/rpc/error_details.js";
 import { ERROR_DOMAIN, STATUS_DETAILS_KEY, statusDetails } from "../../src/grpc/status-details.js";
 import { deadlineOf } from "../../src/gateway/gateway.js";
-import { withCallNotes } from "../../src/observability/calls.js";
+import { testCall } from "../support/call.js";
 import { createSmsProvider } from "../../src/messaging/sms.js";
 import { guardedSms } from "../../src/messaging/guarded.js";
 import { Metrics } from "../../src/observability/metrics.js";
@@ -178,19 +178,15 @@ describe("gRPC errors as google.rpc.Status (AIP-193), and deadlines", () => {
       locale: "en",
       reference: "late.1",
     };
-    const late = withCallNotes({ requestId: "late", method: "m", deadlineMs: Date.now() - 1 }, () =>
-      provider.send(msg),
-    );
-    const err = await Promise.resolve(late).then(
+    const late = provider.send(msg, { ...testCall(), deadlineMs: Date.now() - 1 });
+    const err = await late.then(
       () => undefined,
       (e: unknown) => e,
     );
     expect(err).to.be.instanceOf(RingfenceError);
     expect((err as RingfenceError).code).to.equal("deadline_exceeded");
     // In time, and outside any call (recovery of held messages), it sends.
-    await withCallNotes({ requestId: "in-time", method: "m", deadlineMs: Date.now() + 10_000 }, () =>
-      provider.send({ ...msg, reference: "late.2" }),
-    );
+    await provider.send({ ...msg, reference: "late.2" }, { ...testCall(), deadlineMs: Date.now() + 10_000 });
     await provider.send({ ...msg, reference: "late.3" });
     expect(sms.messages.slice(before).map((m) => m.reference)).to.deep.equal(["late.2", "late.3"]);
     await provider.close();

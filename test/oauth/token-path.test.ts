@@ -10,7 +10,7 @@ import { clientCredentialsGrant } from "../../src/oauth/grant.js";
 import type { SigningKeys } from "../../src/oauth/keys/signing-keys.js";
 import { proofChecks } from "../../src/oauth/module.js";
 import { RingfenceError } from "../../src/errors.js";
-import type { CallContext } from "../../src/rpc/binding.js";
+import { testCall } from "../support/call.js";
 
 interface ClientCreds {
   clientId: string;
@@ -166,12 +166,10 @@ describe("the token path", () => {
         rotate: () => r.signingKeys.rotate(),
         jwks: () => r.signingKeys.jwks(),
       };
-      const ctx: CallContext = {
-        requestId: "slow-signer",
-        header: (name) =>
-          name === "authorization" ? basicAuth(c.clientId, c.secret).authorization : undefined,
-        setHeader: () => undefined,
-      };
+      const ctx = testCall(
+        { authorization: basicAuth(c.clientId, c.secret).authorization },
+        { requestId: "slow-signer" },
+      );
       return clientCredentialsGrant(
         {
           clients: new ClientStore(r.redis, r.keys, r.secrets),

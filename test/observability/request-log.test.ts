@@ -1,7 +1,6 @@
 import { expect } from "chai";
 import { LookupServiceClient } from "../../src/gen/ringfence/lookup/v1/lookup_service.js";
-import { createLogger, redact, REDACTED, routeProcessOutput } from "../../src/log.js";
-import { withCallNotes } from "../../src/observability/calls.js";
+import { addLogFields, createLogger, redact, REDACTED, routeProcessOutput } from "../../src/log.js";
 import { insecure, metadata, startTestApp, unary, type TestApp } from "../support/app.js";
 import { fundedAccount } from "../support/v1.js";
 import { SmsReceiver } from "../support/receivers.js";
@@ -142,6 +141,10 @@ describe("request log: one line per call, request ids on every line, no secrets"
   });
 });
 
+/** Fields a provider adds to every line while a test sets them (providers stay for the process). */
+let providing: Record<string, unknown> | undefined;
+addLogFields(() => providing);
+
 describe("log redaction", () => {
   it("replaces secret fields at any depth and masks URL passwords", () => {
     expect(
@@ -195,11 +198,14 @@ describe("log redaction", () => {
       duration_ms: 1.5,
       note: 'q"\n',
     };
-    // Inside a call, whose notes give request_id and method: the line's own method wins.
-    void withCallNotes({ requestId: "rid-1", method: "x.Y/Z" }, () => {
+    // A provider's fields (the trace's, while tracing runs) come first; the line's own method wins.
+    providing = { request_id: "rid-1", method: "x.Y/Z" };
+    try {
       log.info("call", fields);
       log.infoPlain?.("call", fields);
-    });
+    } finally {
+      providing = undefined;
+    }
     expect(raw).to.have.length(2);
     const [pinoLine, plainLine] = raw.map((l) => {
       expect(l.endsWith("\n")).to.equal(true);

@@ -3,13 +3,13 @@ import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
 import { createRemoteJWKSet, decodeJwt, jwtVerify } from "jose";
 import { SessionServiceClient } from "../../src/gen/ringfence/session/v1/session_service.js";
-import { silentLogger } from "../../src/log.js";
 import { PasswordChecker } from "../../src/session/password-login.js";
 import { hashPassword } from "../../src/stepup/password.js";
 import { cliEnv, insecure, runCli, startTestApp, unary, type TestApp } from "../support/app.js";
 import { Receiver } from "../support/receivers.js";
 import { rest, type Json, type RestAnswer } from "../support/rest.js";
 import { PWD } from "../support/stepup.js";
+import { testCall } from "../support/call.js";
 
 /**
  * Password login (docs/session-api.md#password-login): the OTP login's answer with amr ["pwd"],
@@ -295,10 +295,7 @@ describe("password login", () => {
     it("checks passwords off the event loop: the loop turns while a verification runs", async () => {
       const passwordHash = await hashPassword(PASSWORD);
       const user = { userId: "usr_0000000000000000000000", appId: "app", identifiers: [], hasPassword: true };
-      const checker = new PasswordChecker(
-        { credentials: () => Promise.resolve({ user, passwordHash }) },
-        silentLogger,
-      );
+      const checker = new PasswordChecker({ credentials: () => Promise.resolve({ user, passwordHash }) });
       for (const password of [PASSWORD, "not the password"]) {
         let turns = 0;
         let checking = true;
@@ -309,7 +306,12 @@ describe("password login", () => {
         };
         setImmediate(spin);
         // A synchronous verification would answer before the first turn of the loop.
-        const found = await checker.check("app", { type: "phone_number", value: "+33612000000" }, password);
+        const found = await checker.check(
+          "app",
+          { type: "phone_number", value: "+33612000000" },
+          password,
+          testCall(),
+        );
         checking = false;
         expect(found?.userId).to.equal(password === PASSWORD ? user.userId : undefined);
         expect(turns).to.be.greaterThan(0);
