@@ -3,7 +3,6 @@
  * node-oidc-provider and two floors (node:http + jose, grpc-js + jose), each in its own process;
  * prints a markdown table (docs/benchmark.md says how to read it).
  */
-import { randomBytes } from "node:crypto";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { cpus, platform, release, tmpdir } from "node:os";
@@ -14,27 +13,31 @@ import { startRedis } from "../test/support/redis.js";
 import { answerStatus, authUuidOf, restRequest, type Fixture, type RestPlan } from "./calls.js";
 import type { Ready } from "./child.js";
 import { grpcChannel } from "./grpc-calls.js";
-import { forkModule, killChildrenOnExit, nextMessage, stop, trackPid, type Logged } from "./processes.js";
+import {
+  drive,
+  forkModule,
+  killChildrenOnExit,
+  nextMessage,
+  stop,
+  trackPid,
+  type Logged,
+} from "./processes.js";
 import { cpuSecondsOf } from "./cpu.js";
 import { countRedisWork, WARMUP_CALLS } from "./redis-count.js";
 import { RedisRoundTrips } from "./redis-proxy.js";
 import { CELLS, markdown, targetLabel, type Cell, type Report, type Target } from "./report.js";
-import { serverToken, setUp, startProviderStub, startService, type Service } from "./service.js";
+import {
+  benchEnv,
+  CHANGED_SETTINGS,
+  serverToken,
+  setUp,
+  startProviderStub,
+  startService,
+  type Service,
+} from "./service.js";
 import type { LoadResult } from "./stats.js";
 import type { HttpLoad } from "./drive-http.js";
 import type { GrpcLoad } from "./drive-grpc.js";
-
-/**
- * The settings the bench changes from their defaults, all production-valid, printed with the table.
- * The same scripts run whatever a window's size; only the verdict changes.
- */
-const CHANGED_SETTINGS: Record<string, string> = {
-  // One account makes every send: a customer of this size gets a larger hourly limit.
-  RATE_LIMIT_ACCOUNT: "9999999/3600",
-  // The sends convert nothing (no code is entered): the fraud engine still reads and counts every
-  // destination of every send, and its surge bound is raised so that it lets them through.
-  FRAUD_NEW_DESTINATION_SENDS: "1000000",
-};
 
 const positive = (name: string) => (v: string) => {
   const n = Number(v);
@@ -109,23 +112,7 @@ async function main(): Promise<void> {
   const stub = await startProviderStub();
   const { proxy, url: proxiedUrl } = await RedisRoundTrips.start({ host: "127.0.0.1", port: redis.port });
 
-  const env: Record<string, string> = {
-    PATH: process.env.PATH ?? "",
-    HOME: process.env.HOME ?? "",
-    NODE_ENV: "production",
-    // Production requires it; each service started below names its own port instead.
-    ISSUER_URL: "http://127.0.0.1:8080",
-    HOST: "127.0.0.1",
-    REDIS_URL: redis.url,
-    SECRETS_KEY: randomBytes(32).toString("base64"),
-    SMS_PROVIDER: "http",
-    SMS_HTTP_URL: `${stub.url}/sms`,
-    EMAIL_PROVIDER: "http",
-    EMAIL_HTTP_URL: `${stub.url}/email`,
-    ...CHANGED_SETTINGS,
-    SHUTDOWN_GRACE_MS: "3000",
-    ...(opts.workers === undefined ? {} : { WORKERS: opts.workers }),
-  };
+  const env = benchEnv({ redisUrl: redis.url, providerUrl: stub.url, workers: opts.workers });
 
   // Phase 1: Redis work per call, the service's connections through the counting proxy.
   say("set-up, and Redis commands and round trips per call");
@@ -348,27 +335,6 @@ class CheckPool {
     list.forEach((u, i) => {
       this.left.set(u, Math.max(0, (this.left.get(u) ?? 0) - each - (i < extra ? 1 : 0)));
     });
-  }
-}
-
-/** Runs one load in a driver process of its own and returns what it measured. */
-async function drive(
-  module: string,
-  spec: HttpLoad | GrpcLoad,
-  s: number,
-  workDir: string,
-): Promise<LoadResult> {
-  const driver = forkModule(module, [], join(workDir, "drivers.log"));
-  try {
-    await nextMessage(driver.child, (m) => ((m as { ready?: boolean }).ready === true ? true : undefined));
-    driver.child.send(spec);
-    return await nextMessage(driver.child, (m) => (m as { result?: LoadResult }).result, s * 1000 + 60_000);
-  } catch (err) {
-    throw new Error(`${module}: ${err instanceof Error ? err.message : String(err)}\n${driver.tail()}`, {
-      cause: err,
-    });
-  } finally {
-    if (driver.child.connected) driver.child.disconnect();
   }
 }
 

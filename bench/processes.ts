@@ -1,6 +1,10 @@
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { GrpcLoad } from "./drive-grpc.js";
+import type { HttpLoad } from "./drive-http.js";
+import type { LoadResult } from "./stats.js";
 
 /** Every process the bench started, killed on any exit: normal, Ctrl-C, SIGTERM or a failure. */
 const started = new Set<ChildProcess>();
@@ -160,4 +164,25 @@ export async function stop(child: ChildProcess, graceMs = 5_000): Promise<void> 
   }, graceMs);
   await exited;
   clearTimeout(timer);
+}
+
+/** Runs one load in a driver process of its own and returns what it measured. */
+export async function drive(
+  module: string,
+  spec: HttpLoad | GrpcLoad,
+  s: number,
+  workDir: string,
+): Promise<LoadResult> {
+  const driver = forkModule(module, [], join(workDir, "drivers.log"));
+  try {
+    await nextMessage(driver.child, (m) => ((m as { ready?: boolean }).ready === true ? true : undefined));
+    driver.child.send(spec);
+    return await nextMessage(driver.child, (m) => (m as { result?: LoadResult }).result, s * 1000 + 60_000);
+  } catch (err) {
+    throw new Error(`${module}: ${err instanceof Error ? err.message : String(err)}\n${driver.tail()}`, {
+      cause: err,
+    });
+  } finally {
+    if (driver.child.connected) driver.child.disconnect();
+  }
 }

@@ -126,9 +126,9 @@ export function createLogger(
     mixin: contextFields,
   };
   // Synchronous (SonicBoom): each line is one write(2) on the calling thread. Asynchronous writes
-  // cost more than they save: each batch is a hand-off to libuv's pool and back (measured: about 5 %
-  // more gRPC tokens a second and 8 % less CPU each, docs/benchmark.md), and no line
-  // is ever left in a buffer when the process dies.
+  // cost more than they save, each batch a hand-off to libuv's pool and back: synchronous ones
+  // gave about 5 % more gRPC tokens a second at 8 % less CPU each
+  // (docs/benchmark.md#what-a-call-pays-for-on-node-20), and leave no line in a buffer at a crash.
   const destination = write === undefined ? pino.destination({ dest: 2, sync: true }) : undefined;
   const logger: Pino = write === undefined ? pino(options, destination) : pino(options, { write });
   // The context's members as they follow the time in every line: `,"worker":1,"pid":42`.

@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { expect } from "chai";
 import { CELLS, targetLabel } from "../bench/report.js";
@@ -10,9 +10,12 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
  * `npm install` or `npm run build` made, as every test that starts the CLI does) to its end;
  * resolves its exit code and outputs.
  */
-function runBench(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runBench(
+  args: string[],
+  script = "bench/bench.ts",
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "bench/bench.ts", ...args], {
+    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
       cwd: ROOT,
       env: { ...process.env, NODE_ENV: "" },
       stdio: ["ignore", "pipe", "pipe"],
@@ -90,5 +93,34 @@ describe("npm run bench", () => {
       "--json",
     ])
       expect(stdout).to.include(option);
+  });
+});
+
+describe("npm run bench:compare", () => {
+  it("serves a revision's build beside dist/, alternates the load, and prints both sides of every pair and the medians", async function () {
+    // A bound against a hung run, not a speed goal: a build of HEAD and 2 pairs of 1 s.
+    this.timeout(600_000);
+    const { code, stdout, stderr } = await runBench(
+      ["--smoke", "--base", "HEAD", "--cell", "grpc-token"],
+      "bench/compare.ts",
+    );
+    expect(code, stderr.split("\n").slice(-20).join("\n")).to.equal(0);
+    const pairs = stderr.split("\n").filter((l) => l.startsWith("bench:compare: pair "));
+    expect(pairs).to.have.length(2);
+    for (const pair of pairs) expect(pair).to.match(/HEAD \d+\/s \d+ µs, dist\/ \d+\/s \d+ µs$/);
+    expect(stdout).to.match(
+      /^grpc-token, dist\/ against HEAD, 2 pairs of 1 s: req\/s ×\d+\.\d{3}, server CPU per call ×\d+\.\d{3}/,
+    );
+    // The revision's worktree is gone with the run.
+    const worktrees = execFileSync("git", ["worktree", "list"], { cwd: ROOT, encoding: "utf8" });
+    expect(worktrees).to.not.include("ringfence-base-");
+  });
+
+  it("refuses an unknown cell, naming the cells it has", async function () {
+    this.timeout(60_000);
+    const { code, stderr } = await runBench(["--cell", "rest-send"], "bench/compare.ts");
+    expect(code).to.equal(2);
+    expect(stderr).to.include('no cell "rest-send"');
+    expect(stderr).to.include("grpc-token");
   });
 });

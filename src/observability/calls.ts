@@ -53,7 +53,7 @@ export function outcomeOf(
  * passes its CallContext): the log whose lines name the call, the caller's deadline, and where
  * a refusal inside a success is said. It is passed rather than found in an AsyncLocalStorage,
  * whose async hooks cost every promise and socket write of the process on Node 20 and 22
- * (docs/benchmark.md).
+ * (docs/benchmark.md#what-a-call-pays-for-on-node-20).
  */
 export interface CallScope {
   /** The service's log; every line it writes names the call (request_id, method). */
