@@ -56,6 +56,8 @@ interface Options {
 
 program.parse();
 const opts = program.opts<Options>();
+// A revision is given to git as one argument; one that starts with "-" would be read as an option.
+if (opts.base.startsWith("-")) program.error(`--base: "${opts.base}" is not a revision`, { exitCode: 2 });
 if (!(CELLS as readonly string[]).includes(opts.cell)) {
   program.error(`--cell: no cell "${opts.cell}" (one of ${CELLS.join(", ")})`, { exitCode: 2 });
 }
@@ -93,13 +95,11 @@ async function main(): Promise<void> {
     trackPid(redis.pid());
     const stub = await startProviderStub();
     const env = benchEnv({ redisUrl: redis.url, providerUrl: stub.url, workers: opts.workers });
-    const sides: [string, Service][] = [
-      [opts.base, await startService(env, join(workDir, "base.log"), base.cli)],
-      ["dist/", await startService(env, join(workDir, "dist.log"))],
-    ];
+    const before = await startService(env, join(workDir, "base.log"), base.cli);
+    const after = await startService(env, join(workDir, "dist.log"));
+    const sides = [before, after];
     // Both read the same Redis: the set-up made through one serves both.
-    const [[, first]] = sides as [[string, Service]];
-    const fixture = await setUp(env, first, workDir);
+    const fixture = await setUp(env, before, workDir);
     const load = async (service: Service, s: number) => {
       const grpc = cell.startsWith("grpc");
       const call = cell.endsWith("token") ? "token" : "lookup";
@@ -118,20 +118,21 @@ async function main(): Promise<void> {
         throw new Error(`${cell} failed ${result.failed} times: ${result.errors.join("; ")}`);
       return { rps: result.rps, cpuUs: cpu * 1e6 };
     };
-    for (const [, service] of sides) await load(service, Math.min(3, seconds));
+    for (const service of sides) await load(service, Math.min(3, seconds));
 
     const rps: number[] = [];
     const cpu: number[] = [];
     for (let i = 0; i < pairs; i++) {
       // A B, then B A: neither side always goes first.
-      const order = i % 2 === 0 ? [0, 1] : [1, 0];
-      const got: { rps: number; cpuUs: number }[] = [];
-      for (const k of order) {
-        const side = sides[k];
-        if (side !== undefined) got[k] = await load(side[1], seconds);
+      let a: { rps: number; cpuUs: number };
+      let b: { rps: number; cpuUs: number };
+      if (i % 2 === 0) {
+        a = await load(before, seconds);
+        b = await load(after, seconds);
+      } else {
+        b = await load(after, seconds);
+        a = await load(before, seconds);
       }
-      const [a, b] = got;
-      if (a === undefined || b === undefined) continue;
       rps.push(b.rps / a.rps);
       cpu.push(b.cpuUs / a.cpuUs);
       say(
@@ -142,7 +143,7 @@ async function main(): Promise<void> {
       `${cell}, dist/ against ${opts.base}, ${pairs} pairs of ${seconds} s: ` +
         `req/s ×${(medianBy(rps, (r) => r) ?? NaN).toFixed(3)}, server CPU per call ×${(medianBy(cpu, (c) => c) ?? NaN).toFixed(3)} (medians of the pairs' ratios)\n`,
     );
-    for (const [, service] of sides) await service.stop();
+    for (const service of sides) await service.stop();
     await stub.close();
     await redis.stop();
   } finally {

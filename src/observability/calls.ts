@@ -70,15 +70,13 @@ export interface CallScope {
 
 /**
  * What a call tells of itself beyond its answer, kept by the binding while it runs: its request
- * id and method for its log lines, its deadline, and the abuse rule that refused it (an error's
- * `refusedBy`, or `CallContext.noteRefusal` for a refusal inside a success).
+ * id and method for its log lines, and the abuse rule that refused it (an error's `refusedBy`, or
+ * `CallContext.noteRefusal` for a refusal inside a success).
  */
 export interface CallNotes {
   requestId: string;
   /** `<service>/<Method>`. */
   method: string;
-  /** When the caller stops waiting (epoch ms), if it said. */
-  deadlineMs?: number | undefined;
   refusedBy?: string;
 }
 

@@ -214,7 +214,6 @@ export function invoke(
   const notes: CallNotes = {
     requestId: call.requestId,
     method: `${binding.serviceName}/${rpc}`,
-    deadlineMs: call.deadlineMs,
   };
   const answer = () => run(binding, method, rpc, request, call, deps, notes);
   return tracingStarted() ? traced(binding, rpc, call, notes, answer) : answer();
