@@ -3,7 +3,8 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort, waitFor } from "../test/support/redis.js";
+import { testPort } from "../test/support/ports.js";
+import { GiveUp, waitFor } from "../test/support/redis.js";
 import { run, spawnLogged, stop, type Logged } from "./processes.js";
 import { basicAuth, TOKEN_FORM, v2Number, type Fixture } from "./calls.js";
 
@@ -65,8 +66,8 @@ export async function startService(
   logFile: string,
   cli: string = CLI,
 ): Promise<Service> {
-  const httpPort = await freePort();
-  const grpcPort = await freePort();
+  const httpPort = await testPort();
+  const grpcPort = await testPort();
   const proc: Logged = spawnLogged(
     process.execPath,
     [cli, "serve"],
@@ -84,7 +85,7 @@ export async function startService(
   proc.child.once("exit", () => (exited = true));
   try {
     await waitFor(async () => {
-      if (exited) throw new Error("exited");
+      if (exited) throw new GiveUp("exited");
       return (await fetch(`${baseUrl}/readyz`)).ok;
     }, 30_000);
   } catch {

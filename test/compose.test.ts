@@ -7,7 +7,7 @@ import { parse } from "yaml";
 import { BlockList } from "node:net";
 import { cliEnv, startTestApp, type TestApp } from "./support/app.js";
 import { loadConfig } from "../src/config.js";
-import { freePort } from "./support/redis.js";
+import { testPort } from "./support/ports.js";
 
 /**
  * docker-compose.yml and the Dockerfile cannot be run here (no Docker engine), so what an operator
@@ -291,7 +291,7 @@ describe("docker-compose.yml and the Dockerfile", function () {
     let env: Record<string, string>;
 
     before(async function () {
-      const adminPort = await freePort();
+      const adminPort = await testPort();
       app = await startTestApp({ ADMIN_PORT: String(adminPort) });
       env = {
         ...cliEnv(app.config),

@@ -4,7 +4,8 @@ import { availableParallelism } from "node:os";
 import { VerifyServiceClient } from "../src/gen/ringfence/verify/v1/verify_service.js";
 import { loadConfig } from "../src/config.js";
 import { insecure, metadata, runCli, TEST_SECRETS_KEY, unary } from "./support/app.js";
-import { freePort, startRedis, waitFor, watchCommands, type RedisServer } from "./support/redis.js";
+import { testPort } from "./support/ports.js";
+import { startRedis, waitFor, watchCommands, type RedisServer } from "./support/redis.js";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process.js";
 import { sendRequest } from "./support/v1.js";
 import { slowProvider } from "./support/receivers.js";
@@ -305,7 +306,7 @@ describe("WORKERS: several processes serving the same ports", function () {
   });
 
   it("exits 1 when a worker cannot start, as a single process would", async () => {
-    const down = await freePort();
+    const down = await testPort();
     const res = await runCli(["serve"], env({ REDIS_URL: `redis://127.0.0.1:${down}` }));
     expect(res.code).to.equal(1);
     const lines = res.stderr

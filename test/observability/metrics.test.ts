@@ -9,7 +9,8 @@ import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp }
 import { fundedAccount } from "../support/v1.js";
 import { Receiver, SmsReceiver } from "../support/receivers.js";
 import { rest } from "../support/rest.js";
-import { freePort, startRedis, waitFor } from "../support/redis.js";
+import { testPort } from "../support/ports.js";
+import { startRedis, waitFor } from "../support/redis.js";
 import { startServiceProcess, type ServiceProcess } from "../support/service-process.js";
 import { testRedisUrl } from "../support/hooks.js";
 import { TEST_SECRETS_KEY } from "../support/app.js";
@@ -76,7 +77,7 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
     sms = await SmsReceiver.start();
     hooks = await Receiver.start();
     mail = await Receiver.start();
-    adminPort = await freePort();
+    adminPort = await testPort();
     app = await startTestApp({
       ADMIN_PORT: String(adminPort),
       SMS_PROVIDER: "http",
@@ -391,7 +392,7 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
   });
 
   it("is closed once the app has stopped", async () => {
-    const other = await startTestApp({ ADMIN_PORT: String(await freePort()) });
+    const other = await startTestApp({ ADMIN_PORT: String(await testPort()) });
     const port = other.adminPort ?? 0;
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).to.equal(200);
     await other.stop();
@@ -406,7 +407,7 @@ describe("ringfence_redis_up", function () {
 
   it("is 1 while Redis answers, 0 while it is frozen, and 1 again once it thaws", async () => {
     const redis = await startRedis();
-    const adminPort = await freePort();
+    const adminPort = await testPort();
     const app = await startTestApp({ REDIS_URL: redis.url, ADMIN_PORT: String(adminPort) });
     const up = async () => sample(await scrape(adminPort), "ringfence_redis_up");
     try {
@@ -432,7 +433,7 @@ describe("ADMIN_PORT with WORKERS=2: one /metrics for the instance", function ()
   });
 
   it("sums every worker's calls and answers /readyz from the primary", async () => {
-    const adminPort = await freePort();
+    const adminPort = await testPort();
     service = await startServiceProcess({
       REDIS_URL: testRedisUrl(),
       SECRETS_KEY: TEST_SECRETS_KEY,

@@ -10,7 +10,8 @@ import { LookupServiceClient } from "../../src/gen/ringfence/lookup/v1/lookup_se
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "../support/app.js";
 import { FraudCustomer } from "../support/fraud-customer.js";
 import { SmsReceiver } from "../support/receivers.js";
-import { freePort, waitFor } from "../support/redis.js";
+import { testPort } from "../support/ports.js";
+import { waitFor } from "../support/redis.js";
 import { basicAuth, rest } from "../support/rest.js";
 
 /**
@@ -279,7 +280,7 @@ describe("the rules and the dashboard against a real Prometheus scraping the ser
     const which = spawnSync("prometheus", ["--version"]);
     if (which.error) throw new Error("prometheus is not on PATH: install it (apt-get install prometheus)");
     sms = await SmsReceiver.start();
-    adminPort = await freePort();
+    adminPort = await testPort();
     app = await startTestApp({
       ADMIN_PORT: String(adminPort),
       SMS_PROVIDER: "http",
@@ -297,7 +298,7 @@ describe("the rules and the dashboard against a real Prometheus scraping the ser
         scrape_configs: [{ job_name: JOB, static_configs: [{ targets: [`127.0.0.1:${adminPort}`] }] }],
       }),
     );
-    const port = await freePort();
+    const port = await testPort();
     promUrl = `http://127.0.0.1:${port}`;
     const child = spawn(
       "prometheus",

@@ -7,7 +7,8 @@ import { randomBytes } from "node:crypto";
 // The service as operators run it: tracing patches modules as they load, so the build is used.
 import { BUILT_CLI, TEST_SECRETS_KEY, runCli } from "../support/app.js";
 import { testRedisUrl } from "../support/hooks.js";
-import { freePort, waitFor } from "../support/redis.js";
+import { testPort } from "../support/ports.js";
+import { waitFor } from "../support/redis.js";
 
 interface Span {
   traceId: string;
@@ -91,14 +92,14 @@ describe("OpenTelemetry tracing (OTEL_* variables)", function () {
   const logs: string[] = [];
 
   async function serve(env: Record<string, string>): Promise<string> {
-    const httpPort = await freePort();
+    const httpPort = await testPort();
     child = spawn(process.execPath, [BUILT_CLI, "serve"], {
       env: {
         PATH: process.env.PATH ?? "",
         ...dataEnv,
         HOST: "127.0.0.1",
         HTTP_PORT: String(httpPort),
-        GRPC_PORT: String(await freePort()),
+        GRPC_PORT: "0",
         ADMIN_PORT: "0",
         ...env,
       },

@@ -12,7 +12,7 @@ import {
 import { loadConfig, type Config } from "../../src/config.js";
 import { silentLogger, type Logger } from "../../src/log.js";
 import { startApp, type RunningApp } from "../../src/app.js";
-import { freePort } from "./redis.js";
+import { testPort } from "./ports.js";
 import { testRedisUrl } from "./hooks.js";
 
 export const TEST_SECRETS_KEY = randomBytes(32).toString("base64");
@@ -80,14 +80,17 @@ export interface TestApp extends RunningApp {
   config: Config;
 }
 
-/** The whole service in-process, on free ports, against the run's Redis, with its own key prefix. */
+/**
+ * The whole service in-process, against the run's Redis, with its own key prefix: gRPC on a port
+ * the system picks (GRPC_PORT=0), REST on one of test/support/ports.ts (ISSUER_URL names it).
+ */
 export async function startTestApp(
   env: Record<string, string> = {},
   log: Logger = silentLogger,
 ): Promise<TestApp> {
-  const httpPort = await freePort();
+  const httpPort = await testPort();
   const config = testConfig({
-    GRPC_PORT: String(await freePort()),
+    GRPC_PORT: "0",
     HTTP_PORT: String(httpPort),
     ISSUER_URL: process.env.GATEWAY_URL ?? `http://127.0.0.1:${httpPort}`,
     ...env,

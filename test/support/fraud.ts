@@ -4,7 +4,7 @@ import { startTestApp, type TestApp } from "./app.js";
 import { fundedAccount } from "./v1.js";
 import { SmsReceiver } from "./receivers.js";
 import { rest, type RestAnswer } from "./rest.js";
-import { freePort } from "./redis.js";
+import { testPort } from "./ports.js";
 
 /**
  * The fraud engine's settings at their documented defaults (docs/fraud.md): test/support/app.ts
@@ -34,7 +34,7 @@ export class FraudRig {
 
   static async start(env: Record<string, string>): Promise<FraudRig> {
     const sms = await SmsReceiver.start();
-    const adminPort = await freePort();
+    const adminPort = await testPort();
     const app = await startTestApp({
       ...FRAUD_DEFAULTS,
       ADMIN_PORT: String(adminPort),

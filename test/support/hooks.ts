@@ -4,7 +4,7 @@ import { startRedis, type RedisServer } from "./redis.js";
 
 let redis: RedisServer | undefined;
 
-/** The Redis of this test run: started once by the run itself, on a free port. */
+/** The Redis of this test run: started once by the run itself, on a port below the ephemeral range (support/ports.ts). */
 export function testRedisUrl(): string {
   if (redis === undefined) throw new Error("the test Redis is not running");
   return redis.url;

@@ -1,27 +1,13 @@
 import { scanKeys, type RedisClient } from "../../src/redis/client.js";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createConnection, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-
-/** A free TCP port on loopback, as the OS hands it out. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() => {
-        if (addr !== null && typeof addr === "object") resolve(addr.port);
-        else reject(new Error("no port"));
-      });
-    });
-  });
-}
+import { onFreshPorts, testPort } from "./ports.js";
 
 export interface RedisServer {
   port: number;
@@ -48,40 +34,36 @@ export interface RedisOptions {
   persistent?: boolean;
 }
 
-/** Starts a throwaway `redis-server` from PATH (no persistence by default) and waits until it answers. */
+/**
+ * Starts a throwaway `redis-server` from PATH (no persistence by default) on a port of
+ * test/support/ports.ts and waits until it answers; on another port when that one was taken.
+ */
 export async function startRedis(options: RedisOptions | string[] = {}): Promise<RedisServer> {
   const { args = [], persistent = false } = Array.isArray(options) ? { args: options } : options;
   const which = spawnSync("redis-server", ["--version"]);
   if (which.error) throw new Error("redis-server is not on PATH: install it (apt-get install redis-server)");
-  const port = await freePort();
+  const cluster = args.includes("--cluster-enabled");
   const dir = mkdtempSync(join(tmpdir(), "ringfence-redis-"));
   const persistence = persistent
     ? ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
     : ["--save", "", "--appendonly", "no"];
-  const url = `redis://127.0.0.1:${port}`;
-  const launch = async (): Promise<ChildProcess> => {
+  let port = 0;
+  const launch = () => {
     const child = spawn(
       "redis-server",
       [
         ...["--port", String(port), "--bind", "127.0.0.1", ...persistence, "--dir", dir],
         ...["--enable-debug-command", "local", ...args],
       ],
-      { stdio: "ignore" },
+      { stdio: ["ignore", "pipe", "ignore"] },
     );
-    await waitFor(async () => {
-      const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      probe.on("error", () => undefined);
-      try {
-        await probe.connect();
-        await probe.ping();
-        return true;
-      } finally {
-        probe.disconnect();
-      }
-    });
-    return child;
+    return answering(child, port);
   };
-  let child = await launch();
+  let child = await onFreshPorts(async () => {
+    port = await testPort({ bus: cluster });
+    return launch();
+  });
+  const url = `redis://127.0.0.1:${port}`;
   const kill = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once("exit", resolve));
@@ -114,12 +96,54 @@ export async function startRedis(options: RedisOptions | string[] = {}): Promise
   };
 }
 
+/**
+ * Resolves with `child` once it answers on `port`: the server answering is this child (another
+ * Redis may have taken the port meanwhile). Throws its log when it exits first, which says
+ * "Address already in use" when the port was taken.
+ */
+async function answering(child: ChildProcess, port: number): Promise<ChildProcess> {
+  let log = "";
+  child.stdout?.on("data", (d: Buffer) => {
+    log = (log + d.toString()).slice(-4_000);
+  });
+  const gone = () => child.exitCode !== null || child.signalCode !== null;
+  try {
+    await waitFor(async () => {
+      if (gone()) throw new GiveUp("redis-server exited");
+      const probe = new Redis(port, "127.0.0.1", {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
+      probe.on("error", () => undefined);
+      try {
+        await probe.connect();
+        // PING first: it fails while the data set loads, when INFO already answers.
+        await probe.ping();
+        return /^process_id:(\d+)\r?$/m.exec(await probe.info("server"))?.[1] === String(child.pid);
+      } finally {
+        probe.disconnect();
+      }
+    });
+  } catch (err) {
+    child.kill("SIGKILL");
+    // Its last lines (why it stopped) may come after its exit.
+    if (child.stdout !== null && !child.stdout.closed) await once(child.stdout, "close");
+    throw new Error(`redis-server did not start on port ${port}: ${log.trim()}`, { cause: err });
+  }
+  return child;
+}
+
+/** Thrown by a check of waitFor to stop waiting at once (say, the process waited for is gone). */
+export class GiveUp extends Error {}
+
 export async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     try {
       if (await check()) return;
-    } catch {
+    } catch (err) {
+      if (err instanceof GiveUp) throw err;
       // not yet
     }
     if (Date.now() > until) throw new Error("timed out waiting");

@@ -2,7 +2,8 @@ import { FRAUD_SURGES_OFF } from "./app.js";
 import { watchV1Answers } from "./ding-contract.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { freePort, waitFor } from "./redis.js";
+import { onFreshPorts, testPort } from "./ports.js";
+import { GiveUp, waitFor } from "./redis.js";
 
 const CLI = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
 
@@ -33,15 +34,26 @@ export interface ServiceProcess {
 }
 
 /**
- * Starts the service from source (`node --import tsx src/cli.ts serve`) on free ports with the
- * given environment, and waits until `GET /healthz` answers.
+ * Starts the service from source (`node --import tsx src/cli.ts serve`) with the given environment,
+ * and waits until `GET /healthz` answers: on `ports` (a restart on the ports of a process gone), or
+ * else on ports of test/support/ports.ts, fresh ones when another process took one meanwhile.
+ * Not on GRPC_PORT=0: a restart must find its gRPC port free again.
  */
 export async function startServiceProcess(
   env: Record<string, string>,
   ports: { http?: number; grpc?: number } = {},
 ): Promise<ServiceProcess> {
-  const httpPort = ports.http ?? (await freePort());
-  const grpcPort = ports.grpc ?? (await freePort());
+  if (ports.http !== undefined && ports.grpc !== undefined) return launchService(env, ports.http, ports.grpc);
+  return onFreshPorts(async () =>
+    launchService(env, ports.http ?? (await testPort()), ports.grpc ?? (await testPort())),
+  );
+}
+
+async function launchService(
+  env: Record<string, string>,
+  httpPort: number,
+  grpcPort: number,
+): Promise<ServiceProcess> {
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", CLI, "serve"], {
     env: {
       PATH: process.env.PATH ?? "",
@@ -84,16 +96,19 @@ export async function startServiceProcess(
       resolve({ code, signal, atMs: Date.now() });
     });
   });
+  // Its last lines are read once its output is closed, which may come after the exit.
+  const closed = new Promise((resolve) => child.once("close", resolve));
   const baseUrl = watchV1Answers(`http://127.0.0.1:${httpPort}`);
   let gone = false;
   void exited.then(() => (gone = true));
   try {
     await waitFor(async () => {
-      if (gone) throw new Error("exited");
+      if (gone) throw new GiveUp("exited");
       return (await fetch(`${baseUrl}/healthz`)).ok;
     }, 30_000);
   } catch {
     child.kill("SIGKILL");
+    await closed;
     throw new Error(`the service did not start: ${JSON.stringify(lines.slice(-5))}`);
   }
   return {
