@@ -7,6 +7,7 @@ import { createLogger, routeProcessOutput, type Logger } from "./log.js";
 import { isRedisUnavailable } from "./errors.js";
 // The app (every domain, its data files, gRPC, the queue) loads only for the commands that use it.
 import type { Registry, RunningApp } from "./app.js";
+import type { LocalRedis } from "./redis/local-server.js";
 import {
   formatMoney,
   MONEY,
@@ -96,18 +97,25 @@ program
     const config = loadConfig();
     const { runPrimary, workerSlot } = await import("./workers.js");
     const slot = workerSlot();
-    if (slot === undefined && config.WORKERS > 1) {
-      const log = serveLogger(config, { pid: process.pid });
-      const code = await runPrimary(config, log);
-      await exitAfterLogs(log, code);
-    }
     if (slot !== undefined) {
       await serveWorker(config, slot);
       return;
     }
-    const log = serveLogger(config);
+    const primary = config.WORKERS > 1;
+    const log = serveLogger(config, primary ? { pid: process.pid } : undefined);
+    // No Redis named or running, outside production: one of its own (docs/development.md#run-it-locally).
+    const { startLocalRedis } = await import("./redis/local-server.js");
+    const localRedis = await startLocalRedis(config, process.env, log);
+    if (primary) {
+      const code = await runPrimary(config, log);
+      await localRedis?.stop();
+      await exitAfterLogs(log, code);
+    }
     const { startApp } = await import("./app.js");
-    const app = await startApp(config, log);
+    const app = await startApp(config, log).catch(async (err: unknown) => {
+      await localRedis?.stop();
+      throw err;
+    });
     // A stray rejection (say a background read while Redis is away) must not take the server down.
     process.on("unhandledRejection", (err) => {
       log[isRedisUnavailable(err) ? "warn" : "error"]("unhandled rejection", {
@@ -117,13 +125,16 @@ program
     for (const signal of ["SIGTERM", "SIGINT"] as const) {
       process.once(signal, () => {
         log.info(`${signal} received: draining`);
-        stopAndExit(app, config, log);
+        stopAndExit(app, config, log, localRedis);
       });
     }
   });
 
-/** Graceful stop, then exit 0; exit 1 when calls were cut or SHUTDOWN_GRACE_MS ran out. */
-function stopAndExit(app: RunningApp, config: Config, log: Logger): void {
+/**
+ * Graceful stop, then the local redis-server if `serve` started one, then exit 0; exit 1 when
+ * calls were cut or SHUTDOWN_GRACE_MS ran out.
+ */
+function stopAndExit(app: RunningApp, config: Config, log: Logger, localRedis?: LocalRedis): void {
   // The grace period bounds everything up to the exit; past it, exit 1 says calls were cut.
   setTimeout(() => {
     log.error("shutdown did not finish within SHUTDOWN_GRACE_MS: exiting");
@@ -132,6 +143,7 @@ function stopAndExit(app: RunningApp, config: Config, log: Logger): void {
   void app
     .stop()
     .then(async (clean) => {
+      await localRedis?.stop();
       await flushTracing();
       return clean;
     })
