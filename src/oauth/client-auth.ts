@@ -85,10 +85,10 @@ function readAssertion(form: Map<string, string>, basic: boolean): ClientCredent
 
 /**
  * Authenticates the client: its stored secret hash against the one given, or its assertion
- * against its registered keys, by the one method it registered. A failure (no credentials, an
- * unknown client, a wrong secret, another method than the registered one, a bad or replayed
- * assertion) is counted in the failure windows and answered 401 invalid_client, or 429 once a
- * window is full; a success is counted nowhere.
+ * against its registered keys, by the method it registered (either secret method when it named
+ * none). A failure (no credentials, an unknown client, a wrong secret, another method than the
+ * registered one, a bad or replayed assertion) is counted in the failure windows and answered 401
+ * invalid_client, or 429 once a window is full; a success is counted nowhere.
  */
 export function authenticateClient(
   deps: ClientAuthDeps,
@@ -129,8 +129,9 @@ export function reauthenticate(
 }
 
 /**
- * A client authenticates only by the method it registered; one registered before clients chose
- * one takes either secret method.
+ * A client that named its method at registration authenticates only by it; one that named none
+ * takes either secret method, HTTP Basic or the form
+ * (docs/session-api.md#client-authentication-methods).
  */
 function usesItsMethod(client: OAuthClient, method: TokenEndpointAuthMethod): boolean {
   if (client.authMethod === undefined) return method !== "private_key_jwt";

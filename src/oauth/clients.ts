@@ -20,8 +20,9 @@ export interface OAuthClient {
   grantTypes: string[];
   issuedAt: number;
   /**
-   * The one way the client may authenticate. Undefined for a client registered before clients
-   * chose one: either secret method, as when it was registered.
+   * The one way the client may authenticate, as its registration named it. Undefined for a
+   * client registered without one, or before clients chose one: either secret method, HTTP Basic
+   * or the form (docs/session-api.md#client-authentication-methods).
    */
   authMethod: TokenEndpointAuthMethod | undefined;
   /** A `private_key_jwt` client's inline public keys. */
@@ -109,11 +110,13 @@ export class ClientStore {
     return this.keys.key("client", clientId);
   }
 
-  /** Registers a client; a `private_key_jwt` one gets no secret. */
+  /**
+   * Registers a client; a `private_key_jwt` one gets no secret. A method named at registration
+   * is stored with a mark (`auth_method_named`) that holds the client to it; none is stored for a
+   * client registered without one.
+   */
   async create(
-    input: Omit<OAuthClient, "clientId" | "issuedAt" | "authMethod"> & {
-      authMethod: TokenEndpointAuthMethod;
-    },
+    input: Omit<OAuthClient, "clientId" | "issuedAt">,
   ): Promise<{ client: OAuthClient; secret: string | undefined }> {
     const clientId = `rfc_${randomBytes(16).toString("base64url")}`;
     const secret = input.authMethod === "private_key_jwt" ? undefined : newSecret("rfs");
@@ -126,7 +129,9 @@ export class ClientStore {
       scopes: JSON.stringify(client.scopes),
       grant_types: JSON.stringify(client.grantTypes),
       issued_at: String(client.issuedAt),
-      token_endpoint_auth_method: input.authMethod,
+      ...(input.authMethod === undefined
+        ? {}
+        : { token_endpoint_auth_method: input.authMethod, auth_method_named: "1" }),
       ...(secret === undefined ? {} : { secret_hash: this.secrets.hash(CLIENT_SECRET_PURPOSE, secret) }),
       ...(client.jwks === undefined ? {} : { jwks: JSON.stringify(client.jwks) }),
       ...(client.jwksUri === undefined ? {} : { jwks_uri: client.jwksUri }),
@@ -307,6 +312,17 @@ export class ClientStore {
 /** Compared against when there is no client, so that an unknown client costs the same time. */
 const UNKNOWN_HASH = "0".repeat(64);
 
+/**
+ * The method a stored client is held to, if any. Before `auth_method_named` existed, a
+ * registration without a method stored `client_secret_basic`: without the mark, that one holds no
+ * client to it. The other methods were only ever stored when named.
+ */
+function heldTo(method: string | undefined, named: boolean): TokenEndpointAuthMethod | undefined {
+  if (!(TOKEN_ENDPOINT_AUTH_METHODS as readonly string[]).includes(method ?? "")) return undefined;
+  if (method === "client_secret_basic" && !named) return undefined;
+  return method as TokenEndpointAuthMethod;
+}
+
 function decodeClient(clientId: string, h: Record<string, string>): StoredClient | undefined {
   const method = h.token_endpoint_auth_method;
   // A client is whole with its secret, or with its keys for private_key_jwt.
@@ -323,9 +339,7 @@ function decodeClient(clientId: string, h: Record<string, string>): StoredClient
     scopes: list(h.scopes),
     grantTypes: list(h.grant_types),
     issuedAt: Number(h.issued_at ?? "0"),
-    authMethod: (TOKEN_ENDPOINT_AUTH_METHODS as readonly string[]).includes(method ?? "")
-      ? (method as TokenEndpointAuthMethod)
-      : undefined,
+    authMethod: heldTo(method, h.auth_method_named === "1"),
     jwks: h.jwks === undefined ? undefined : (JSON.parse(h.jwks) as PublicJwks),
     jwksUri: h.jwks_uri,
     secretHash: h.secret_hash,

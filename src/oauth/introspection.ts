@@ -2,7 +2,6 @@ import type { Awaitable } from "../awaitable.js";
 import { jwtVerify } from "jose";
 import { isRedisUnavailable, RingfenceError } from "../errors.js";
 import { noStore, type CallContext } from "../rpc/binding.js";
-import type { AppEvents } from "../apps/webhooks.js";
 import type { HttpBody } from "../gen/google/api/httpbody.js";
 import type { IntrospectTokenResponse } from "../gen/ringfence/oauth/v1/oauth_service.js";
 import type { SessionStore } from "../session/sessions.js";
@@ -16,10 +15,8 @@ export interface TokenLifecycleDeps extends ClientAuthDeps {
   /** The service's published keys, cached: a token is verified without a Redis round trip. */
   keySet: CachedKeySet;
   /** User sessions, whose access tokens are active while the session is alive. */
-  sessions: SessionStore;
+  sessions: Pick<SessionStore, "tokenScopes">;
   issuer: string;
-  /** App webhooks: `session.revoked` when a revocation ends a session. */
-  events?: AppEvents;
 }
 
 const FORM = "application/x-www-form-urlencoded";
@@ -46,7 +43,9 @@ type Token =
  * endpoint (its failures counted in the same windows), then the token's standing. A server token
  * is active when it is of the client's app, its client still exists and it was not revoked: both
  * read in one round trip, the signature checked against the cached key set. A session access
- * token is active while its session is (one round trip). Anything else is `{active: false}`.
+ * token is active while its session is, with the scopes the session holds for it now (one round
+ * trip): a single-use scope consumed since the token was issued is gone. Anything else is
+ * `{active: false}`.
  */
 export async function introspect(
   deps: TokenLifecycleDeps,
@@ -61,12 +60,11 @@ export async function introspect(
 }
 
 /**
- * POST /v1/session/oauth/revoke (RFC 7009): 200 with an empty body whatever the token (section
- * 2.2). A server token of the calling client is revoked until its `exp`; a live session access
- * token of the client's app ends its session, as a logout does (`session.revoked`, reason
- * `revoked`): RFC 7009 section 2 lets a revocation end the grant behind a token, and a client
- * that reports a user's token is better served by ending the session than by a token that stays
- * usable. A token of another client, another app, or no token of this service: nothing happens.
+ * POST /v1/session/oauth/revoke (RFC 7009): a client revokes only the tokens issued to it
+ * (section 2.1). A server token of the calling client is revoked until its `exp`; a live token
+ * issued to anyone else (another client's, a user's session token) is refused, 400
+ * invalid_request, and nothing is revoked; a token this service does not take (unknown,
+ * malformed, expired) answers as a revoked one does, 200 with an empty body (section 2.2).
  */
 export async function revoke(
   deps: TokenLifecycleDeps,
@@ -75,22 +73,11 @@ export async function revoke(
 ): Promise<HttpBody> {
   const { token, authenticated } = await authenticatedRequest(deps, body, ctx);
   const read = await readToken(deps, token);
-  const { client } = authenticated;
-  if (read?.kind === "server" && read.clientId === client.clientId) {
-    await deps.clients.revoke(read.clientId, read.jti, read.exp);
-  } else if (read?.kind === "session" && read.appId === client.appId) {
-    if (await deps.sessions.end(read.sub, read.sessionId)) {
-      await deps.events?.emit(
-        read.appId,
-        "session.revoked",
-        {
-          user_id: read.sub,
-          session_id: read.sessionId,
-          reason: "revoked",
-        },
-        { call: ctx },
-      );
+  if (read !== undefined) {
+    if (read.kind !== "server" || read.clientId !== authenticated.client.clientId) {
+      throw new RingfenceError("invalid_request", "a client may revoke only the tokens issued to it");
     }
+    await deps.clients.revoke(read.clientId, read.jti, read.exp);
   }
   return { contentType: "text/plain; charset=utf-8", data: Buffer.alloc(0), extensions: [] };
 }
@@ -127,7 +114,6 @@ async function standing(
   if (read === undefined || read.appId !== client.appId) return INACTIVE;
   const common = {
     active: true,
-    scope: read.scope,
     sub: read.sub,
     exp: read.exp,
     iat: read.iat,
@@ -141,13 +127,15 @@ async function standing(
     if (!clientExists || revoked) return INACTIVE;
     return {
       ...common,
+      scope: read.scope,
       clientId: read.clientId,
       tokenType: read.jkt === undefined ? "Bearer" : "DPoP",
       ...(read.jkt === undefined ? {} : { cnf: { jkt: read.jkt } }),
     };
   }
-  if (!(await deps.sessions.alive(read.sub, read.sessionId))) return INACTIVE;
-  return { ...common, tokenType: "Bearer", sessionId: read.sessionId };
+  const scopes = await deps.sessions.tokenScopes(read.sub, read.sessionId, read.jti);
+  if (scopes === undefined) return INACTIVE;
+  return { ...common, scope: scopes.join(" "), tokenType: "Bearer", sessionId: read.sessionId };
 }
 
 /**

@@ -12,26 +12,28 @@ export interface AuthMethodInput {
 }
 
 export interface ClientAuthMethod {
-  authMethod: TokenEndpointAuthMethod;
+  /** The method the registration named; undefined when it named none: either secret method. */
+  authMethod: TokenEndpointAuthMethod | undefined;
   jwks?: PublicJwks;
   jwksUri?: string;
 }
 
 /**
- * The registered way to authenticate: `client_secret_basic` by default; a `private_key_jwt`
- * client with its public keys inline (`jwks`) or at a URL (`jwks_uri`: https, or http to an
- * address OUTBOUND_ALLOWED_CIDRS lists, and never to a refused address); a secret client with
- * neither. Refusals are 400 bad_request naming the field.
+ * The registered way to authenticate: none named (either secret method, answered as
+ * `client_secret_basic`), or the one method named; a `private_key_jwt` client with its public
+ * keys inline (`jwks`) or at a URL (`jwks_uri`: https, or http to an address
+ * OUTBOUND_ALLOWED_CIDRS lists, and never to a refused address); a secret client with neither.
+ * Refusals are 400 bad_request naming the field.
  */
 export async function clientAuthMethod(
   input: AuthMethodInput,
   outbound: Pick<OutboundGuard, "checkUrl" | "listed">,
 ): Promise<ClientAuthMethod> {
-  const method = input.tokenEndpointAuthMethod === "" ? "client_secret_basic" : input.tokenEndpointAuthMethod;
-  if (!(TOKEN_ENDPOINT_AUTH_METHODS as readonly string[]).includes(method)) {
+  const method = input.tokenEndpointAuthMethod;
+  if (method !== "" && !(TOKEN_ENDPOINT_AUTH_METHODS as readonly string[]).includes(method)) {
     throw badField("token_endpoint_auth_method", `must be one of ${TOKEN_ENDPOINT_AUTH_METHODS.join(", ")}`);
   }
-  const authMethod = method as TokenEndpointAuthMethod;
+  const authMethod = method === "" ? undefined : (method as TokenEndpointAuthMethod);
   const hasJwks = input.jwks !== undefined;
   const hasUri = input.jwksUri !== "";
   if (authMethod !== "private_key_jwt") {

@@ -20,7 +20,7 @@ export interface OAuthDeps extends TokenDeps, TokenLifecycleDeps {
   outbound: Pick<OutboundGuard, "checkUrl" | "listed">;
   /**
    * App webhooks: `client.created`, `client.deleted` and `client.secret_rotated` (never with a
-   * secret), `session.revoked` when a revocation ends a session.
+   * secret).
    */
   events?: AppEvents;
 }
@@ -99,7 +99,8 @@ export function oauthHandlers(
         grantTypes: client.grantTypes,
         appId: client.appId,
         clientIdIssuedAt: client.issuedAt,
-        tokenEndpointAuthMethod: method.authMethod,
+        // Registered without a method: RFC 7591's default, though the form is taken too.
+        tokenEndpointAuthMethod: method.authMethod ?? "client_secret_basic",
         jwks: method.jwks as Record<string, unknown> | undefined,
         jwksUri: method.jwksUri,
       };

@@ -19,6 +19,11 @@ const grantScope = defineScript({
   keys: ["session", "grants"],
   argv: ["args"],
 });
+const tokenScopes = defineScript({
+  file: file("token-scopes"),
+  keys: ["session", "grants"],
+  argv: ["now", "jti"],
+});
 /** The other sessions' keys follow as `rest`: session, used and grants of each, in order. */
 const resetPassword = defineScript({
   file: file("reset-password"),
@@ -200,6 +205,21 @@ export class SessionStore {
       .filter(([, g]) => (JSON.parse(g) as { untilMs: number }).untilMs > now)
       .map(([s]) => s)
       .sort();
+  }
+
+  /**
+   * The scopes the session's access token `jti` holds now, or undefined once the session has
+   * ended, in one round trip: its live grants, a single-use one only for the token it is attached
+   * to, so a consumed one is gone at once.
+   */
+  async tokenScopes(userId: string, sessionId: string, jti: string): Promise<string[] | undefined> {
+    const k = this.keysOf(userId, sessionId);
+    const [status, ...scopes] = (await tokenScopes.run(
+      this.redis,
+      { session: k.session, grants: k.grants },
+      { now: Date.now(), jti },
+    )) as ["alive" | "ended", ...string[]];
+    return status === "alive" ? scopes : undefined;
   }
 
   async end(userId: string, sessionId: string): Promise<boolean> {

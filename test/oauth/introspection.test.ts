@@ -10,6 +10,8 @@ import { OAuthServiceClient } from "../../src/gen/ringfence/oauth/v1/oauth_servi
 import { startRedisRelay } from "../support/redis.js";
 import { testRedisUrl } from "../support/hooks.js";
 import { signAccessToken } from "../../src/oauth/keys/signing-keys.js";
+import { issueSessionToken } from "../../src/session/tokens.js";
+import { newJti } from "../../src/session/sessions.js";
 import { ClientStore } from "../../src/oauth/clients.js";
 import { Keys } from "../../src/redis/client.js";
 import {
@@ -22,6 +24,7 @@ import {
   type AppCreds,
   type ClientCreds,
 } from "../support/oauth-clients.js";
+import { PWD } from "../support/stepup.js";
 
 describe("token introspection (RFC 7662)", () => {
   let app: TestApp;
@@ -205,6 +208,67 @@ describe("token introspection (RFC 7662)", () => {
     const out = await rest(app.baseUrl).call("POST", "/v1/session/logout", { body: {}, bearer: s.token });
     expect(out.status).to.equal(204);
     await expectInactive(s.token);
+  });
+
+  it("drops a consumed single-use scope from a session token's scope as soon as a password change uses it", async () => {
+    const s = await sessionToken(app, owner.appId, {
+      scope: PWD,
+      untilMs: Date.now() + 300_000,
+      mode: "single-use",
+    });
+    const claims = decodeJwt(s.token);
+    expect((await introspect(s.token)).body).to.include({ active: true, scope: PWD });
+    const reset = await rest(app.baseUrl).call("POST", "/v1/session/me/password/reset", {
+      body: { password: "fresh-passw0rd" },
+      bearer: s.token,
+    });
+    expect(reset.status, reset.text).to.equal(204);
+    // The token still says it carries the scope; the session no longer holds it.
+    expect(claims.scope).to.equal(PWD);
+    const r = await introspect(s.token);
+    expect(r.status, r.text).to.equal(200);
+    expect(r.body).to.deep.equal({
+      active: true,
+      scope: "",
+      sub: s.userId,
+      exp: claims.exp,
+      iat: claims.iat,
+      iss: app.config.ISSUER_URL,
+      aud: owner.appId,
+      jti: claims.jti,
+      token_type: "Bearer",
+      app_id: owner.appId,
+      session_id: s.sessionId,
+    });
+  });
+
+  it("reports the scopes the session holds for a token now: one granted later, a single-use one only for its token", async () => {
+    const s = await sessionToken(app, owner.appId, {
+      scope: PWD,
+      untilMs: Date.now() + 300_000,
+      mode: "single-use",
+    });
+    // A second access token of the same session, as a refresh gives: the single-use scope stays
+    // attached to the first.
+    const second = await issueSessionToken(app.registry.signingKeys, {
+      issuer: app.config.ISSUER_URL,
+      userId: s.userId,
+      sessionId: s.sessionId,
+      appId: owner.appId,
+      scopes: [],
+      jti: newJti(),
+      lifetimeSeconds: app.config.SESSION_TOKEN_TTL_SECONDS,
+      login: { amr: ["otp"], authTime: Math.floor(Date.now() / 1000) },
+    });
+    const grant = (scope: string, untilMs: number) =>
+      app.registry.sessions.grant(s.userId, s.sessionId, { scope, untilMs, mode: "session" });
+    expect(await grant("svc:billing:write", Date.now() + 300_000)).to.equal(true);
+    expect(await grant("svc:expired", Date.now() - 1)).to.equal(true);
+    expect((await introspect(s.token)).body).to.include({
+      active: true,
+      scope: `svc:billing:write ${PWD}`,
+    });
+    expect((await introspect(second)).body).to.include({ active: true, scope: "svc:billing:write" });
   });
 
   it("answers a session token of another app as inactive", async () => {

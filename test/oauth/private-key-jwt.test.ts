@@ -298,8 +298,8 @@ describe("private_key_jwt client authentication (RFC 7523) and registered auth m
   });
 
   describe("the registered method is the only one allowed", () => {
-    it("refuses a client_secret_basic client sending its secret in the form, and the other way round", async () => {
-      const basic = await secretClient();
+    it("refuses a client that named client_secret_basic sending its secret in the form, and the other way round", async () => {
+      const basic = await secretClient("client_secret_basic");
       const post = await secretClient("client_secret_post");
       expectInvalidClient(await token({ client_id: basic.clientId, client_secret: basic.secret }));
       expect((await token({}, basicAuth(basic.clientId, basic.secret))).status).to.equal(200);

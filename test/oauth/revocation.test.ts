@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import * as oauth from "oauth4webapi";
 import { decodeJwt } from "jose";
+import { signAccessToken } from "../../src/oauth/keys/signing-keys.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { rest } from "../support/rest.js";
 import { keysUnder } from "../support/redis.js";
 import {
   discover,
@@ -72,28 +72,75 @@ describe("token revocation (RFC 7009)", () => {
     await expectEmpty200(token);
   });
 
-  it("answers 200 and leaves alone a token of another client, another app, or no token of this service", async () => {
+  /** A revocation refused as RFC 7009 section 2.1 says: 400 invalid_request, no-store. */
+  async function expectRefused(token: string, who: ClientCreds = c) {
+    const r = await tokenCall(app, "revoke", { token }, who);
+    expect(r.status, r.text).to.equal(400);
+    expect(r.body).to.deep.equal({
+      error: "invalid_request",
+      error_description: "a client may revoke only the tokens issued to it",
+    });
+    expect(r.headers.get("cache-control")).to.equal("no-store");
+  }
+
+  const revokedKeys = async () =>
+    [...(await keysUnder(app.registry.redis, app.config.REDIS_KEY_PREFIX))].filter((k) =>
+      k.includes(":revoked:"),
+    );
+
+  it("refuses a token of another client, of this app or another, with 400 invalid_request and revokes nothing; an unknown one is still 200", async () => {
     const sibling = await newClient(app, owner);
     const siblings = await serverToken(app, sibling);
     const elsewhere = await newApp(app, "Elsewhere");
     const theirs = await newClient(app, elsewhere);
     const theirToken = await serverToken(app, theirs);
-    const theirSession = await sessionToken(app, elsewhere.appId);
-    for (const token of [siblings, theirToken, theirSession.token, "not a token", "rt_usr_x.y.z"]) {
+    const before = await revokedKeys();
+    await expectRefused(siblings);
+    await expectRefused(theirToken);
+    // oauth4webapi reads the refusal as the RFC's error.
+    const as = await discover(app);
+    const res = await oauth.revocationRequest(
+      as,
+      { client_id: c.clientId },
+      oauth.ClientSecretBasic(c.secret),
+      siblings,
+      {
+        [oauth.allowInsecureRequests]: true,
+      },
+    );
+    const refused = await oauth.processRevocationResponse(res).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(refused).to.be.instanceOf(oauth.ResponseBodyError);
+    expect((refused as oauth.ResponseBodyError).error).to.equal("invalid_request");
+    // A token this service does not take is answered as a revoked one is (RFC 7009 section 2.2).
+    const now = Math.floor(Date.now() / 1000);
+    const expired = await signAccessToken(app.registry.signingKeys, {
+      ...decodeJwt(siblings),
+      jti: crypto.randomUUID(),
+      iat: now - 7200,
+      exp: now - 3600,
+    });
+    for (const token of ["not a token", "rt_usr_x.y.z", "x".repeat(9000), expired]) {
       await expectEmpty200(token);
     }
+    expect(await revokedKeys()).to.deep.equal(before);
     expect(await active(siblings)).to.equal(true);
     expect(await active(theirToken, theirs)).to.equal(true);
-    expect(await active(theirSession.token, theirs)).to.equal(true);
   });
 
-  it("ends the session of a live session token of the client's app", async () => {
+  it("refuses a user's session token with 400 invalid_request: the session and its tokens live on", async () => {
     const s = await sessionToken(app, owner.appId);
-    const me = () => rest(app.baseUrl).call("GET", "/v1/session/me", { bearer: s.token });
+    const elsewhere = await newApp(app, "Other shop");
+    const theirSession = await sessionToken(app, elsewhere.appId);
+    const theirs = await newClient(app, elsewhere);
+    await expectRefused(s.token);
+    await expectRefused(theirSession.token);
     expect(await active(s.token)).to.equal(true);
-    await expectEmpty200(s.token);
-    expect(await active(s.token)).to.equal(false);
-    expect((await me()).status).to.equal(401);
+    expect(await active(theirSession.token, theirs)).to.equal(true);
+    expect(await app.registry.sessions.alive(s.userId, s.sessionId)).to.equal(true);
+    expect(await app.registry.sessions.alive(theirSession.userId, theirSession.sessionId)).to.equal(true);
   });
 
   it("refuses a missing token with 400 invalid_request, and a wrong client with 401 invalid_client, revoking nothing", async () => {

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import * as oauth from "oauth4webapi";
 import { issueSessionToken } from "../../src/session/tokens.js";
-import { newJti } from "../../src/session/sessions.js";
+import { newJti, type Grant } from "../../src/session/sessions.js";
 import { cliEnv, runCli, type TestApp } from "./app.js";
 import { basicAuth, rest, type RestAnswer } from "./rest.js";
 
@@ -80,21 +80,28 @@ export function tokenCall(
   });
 }
 
-/** A live session of a user of `appId` and its access token, opened as a login opens one. */
+/**
+ * A live session of a user of `appId` and its access token, opened as a login opens one, with the
+ * scope of `grant` when one is given (a single-use one attached to this token).
+ */
 export async function sessionToken(
   app: TestApp,
   appId: string,
+  grant?: Grant,
 ): Promise<{ token: string; userId: string; sessionId: string }> {
   const r = app.registry;
   const userId = `usr_${Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64url")}`;
   const jti = newJti();
-  const opened = await r.sessions.open(userId, appId, jti, { amr: ["otp"] });
+  const opened = await r.sessions.open(userId, appId, jti, {
+    amr: ["otp"],
+    ...(grant === undefined ? {} : { grant }),
+  });
   const token = await issueSessionToken(r.signingKeys, {
     issuer: app.config.ISSUER_URL,
     userId,
     sessionId: opened.sessionId,
     appId,
-    scopes: [],
+    scopes: grant === undefined ? [] : [grant.scope],
     jti,
     lifetimeSeconds: app.config.SESSION_TOKEN_TTL_SECONDS,
     login: opened.login,

@@ -37,8 +37,9 @@ export interface CreateClientRequest {
   grantTypes: string[];
   /**
    * How the client authenticates at the token endpoint (RFC 7591 section 2): `client_secret_basic`
-   * (the default when empty), `client_secret_post` or `private_key_jwt` (RFC 7523 client
-   * assertions). A client may use only the method it registered.
+   * (answered when empty), `client_secret_post` or `private_key_jwt` (RFC 7523 client
+   * assertions). Empty: the client sends its secret by HTTP Basic or in the form, either one. A
+   * named method is the only one the client may use.
    */
   tokenEndpointAuthMethod: string;
   /**
@@ -1910,9 +1911,10 @@ export const OAuthServiceService = {
   },
   /**
    * RevokeToken is the revocation endpoint (RFC 7009): the same form and client authentication
-   * as IntrospectToken. It answers 200 with an empty body whatever the token: a server token of
-   * the calling client is revoked until it expires; a live session access token of the client's
-   * app ends its session; any other token is left alone.
+   * as IntrospectToken. A client revokes only the tokens issued to it (RFC 7009 section 2.1): a
+   * server token of the calling client is revoked until it expires (200, empty body); a live token
+   * issued to anyone else (another client's, a user's session token) is refused with 400
+   * `invalid_request` and nothing is revoked; an unknown or malformed token answers 200.
    * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
    * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    */
@@ -1978,9 +1980,10 @@ export interface OAuthServiceServer extends UntypedServiceImplementation {
   introspectToken: handleUnaryCall<IntrospectTokenRequest, IntrospectTokenResponse>;
   /**
    * RevokeToken is the revocation endpoint (RFC 7009): the same form and client authentication
-   * as IntrospectToken. It answers 200 with an empty body whatever the token: a server token of
-   * the calling client is revoked until it expires; a live session access token of the client's
-   * app ends its session; any other token is left alone.
+   * as IntrospectToken. A client revokes only the tokens issued to it (RFC 7009 section 2.1): a
+   * server token of the calling client is revoked until it expires (200, empty body); a live token
+   * issued to anyone else (another client's, a user's session token) is refused with 400
+   * `invalid_request` and nothing is revoked; an unknown or malformed token answers 200.
    * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
    * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    */
@@ -2123,9 +2126,10 @@ export interface OAuthServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * RevokeToken is the revocation endpoint (RFC 7009): the same form and client authentication
-   * as IntrospectToken. It answers 200 with an empty body whatever the token: a server token of
-   * the calling client is revoked until it expires; a live session access token of the client's
-   * app ends its session; any other token is left alone.
+   * as IntrospectToken. A client revokes only the tokens issued to it (RFC 7009 section 2.1): a
+   * server token of the calling client is revoked until it expires (200, empty body); a live token
+   * issued to anyone else (another client's, a user's session token) is refused with 400
+   * `invalid_request` and nothing is revoked; an unknown or malformed token answers 200.
    * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
    * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    */
