@@ -246,6 +246,7 @@ const schema = z
     TRUSTED_PROXY_CIDRS: cidrs.default([]),
     // Caller-supplied URLs may reach private or reserved addresses only inside these (section 7).
     OUTBOUND_ALLOWED_CIDRS: cidrs.default([]),
+    APP_SMS_DAILY_LIMIT: window.default({ limit: 10_000, windowSeconds: 86_400 }),
   })
   .strip();
 
@@ -538,7 +539,7 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
   RATE_LIMIT_NUMBER: {
     section: "sends",
     rule: WINDOW_RULE,
-    text: "Sends to one number (login codes to one identifier).",
+    text: "Sends to one number (login codes to one identifier; a known source of it has a window of its own).",
   },
   RATE_LIMIT_IP: { section: "sends", rule: WINDOW_RULE, text: "Sends from one `ip`." },
   RATE_LIMIT_DEVICE: { section: "sends", rule: WINDOW_RULE, text: "Sends from one `device_id`." },
@@ -601,7 +602,20 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     section: "fraud",
     text: "Decision records kept per tenant (besides the 30 days each is kept at most).",
   },
-  LOGIN_LIMIT_APP: { section: "session", rule: WINDOW_RULE, text: "Login codes sent for one app." },
+  REPORTS_LIMIT_ACCOUNT: {
+    section: "fraud",
+    rule: WINDOW_RULE,
+    text:
+      "Reads of one account's fraud reports (`GET /v2/insights/verifications` and `GET /v2/fraud/decisions` " +
+      "together, a page a read); past it 429 with `Retry-After` ([fraud.md](fraud.md#pages)).",
+  },
+  LOGIN_LIMIT_APP: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text:
+      "Login codes sent for one app to identifiers no user of the app holds yet; codes to the app's users " +
+      "are neither counted nor refused.",
+  },
   LOGIN_LIMIT_IP: {
     section: "session",
     rule: WINDOW_RULE,
@@ -620,7 +634,9 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
   OTP_CHECK_LIMIT: {
     section: "session",
     rule: WINDOW_RULE,
-    text: "Code checks per user across its step-up challenges (per identifier for logins).",
+    text:
+      "Code checks per user across its step-up challenges (per identifier for logins; a known source of it " +
+      "has a window of its own).",
   },
   TOKEN_FAILURES_CLIENT: {
     section: "session",
@@ -638,13 +654,21 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     text:
       "Wrong account API keys (V1 `x-api-key`, V2 bearer) per client address; while the window is full " +
       "its wrong keys get 429 (V1: 400 `bad_request`) with `Retry-After`, and a right key is still served.",
+  APP_SMS_DAILY_LIMIT: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text:
+      "Login SMS of one app to numbers no user of the app holds yet; codes to the app's users (step-up " +
+      "codes among them) are neither counted nor refused.",
+  },
   },
   PASSWORD_FAILURES_IDENTIFIER: {
     section: "session",
     rule: WINDOW_RULE,
     text:
       "Failed password logins (`POST /v1/session/login/password`) per app and identifier; while the window " +
-      "is full every password login of that identifier, right or wrong, gets 429 `too_many_attempts` with `Retry-After`.",
+      "is full every password login of that identifier, right or wrong, gets 429 `too_many_attempts` with `Retry-After`, " +
+      "except from a known source (a network that logged in as the identifier within 30 days), which meets a window of its own.",
   },
   PASSWORD_FAILURES_IP: {
     section: "session",

@@ -81,6 +81,17 @@ export function limitSubject(address: string): string {
   return `${full.slice(0, 4).join(":")}::/64`;
 }
 
+/**
+ * The network a login is remembered from as a known source (docs/session-api.md#abuse-limits):
+ * an IPv4 address by its /24, an IPv6 address by its /64, since a home's or an office's address
+ * moves within its network.
+ */
+export function sourceNetwork(address: string): string {
+  const a = normalizeAddress(address);
+  if (isIP(a) !== 4) return limitSubject(a);
+  return `${a.split(".").slice(0, 3).join(".")}.0/24`;
+}
+
 /** The eight 16-bit groups of an IPv6 address, in lower-case hex. */
 function expandIpv6(a: string): string[] {
   const [head = "", tail] = a.toLowerCase().split("::");

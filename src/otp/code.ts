@@ -46,6 +46,11 @@ export interface Window {
   rule: WindowRule;
   /** The setting the rule comes from (`RATE_LIMIT_NUMBER`), named when the window refuses a call. */
   name?: string;
+  /**
+   * The window counts only while `key` exists (`exists: true`) or is absent (`false`), as the same
+   * script reads it: a key of the windows' hash tag (a user of the app, a known source).
+   */
+  when?: { key: string; exists: boolean };
 }
 
 /** What taking windows gave: `waitMs` 0 when there was room, else which window was full. */
@@ -57,7 +62,8 @@ export interface Taken {
 
 /**
  * Takes one use of each window, all or none, atomically (the keys share one hash tag): `waitMs`
- * 0 when taken, else the milliseconds until a place frees (nothing is recorded then). `peek`
+ * 0 when taken, else the milliseconds until a place frees (nothing is recorded then). A window
+ * whose `when` does not hold is left alone. `peek`
  * only looks; `add` records without looking (failures counted after the fact); `remove` gives
  * back the place `member` took. The V1 send and
  * retry scripts use the same window.lua functions inside their own scripts, since they decide
@@ -71,13 +77,24 @@ export async function takeWindows(
 ): Promise<Taken> {
   const live = windows.filter((w) => w.rule !== null);
   if (live.length === 0) return { waitMs: 0, full: undefined };
-  const args = { now: Date.now(), rules: live.map((w) => w.rule), member, mode };
-  const [status, waitMs, first] = (await takeWindowScript.run(
-    redis,
-    {},
-    { args: JSON.stringify(args) },
-    live.map((w) => w.key),
-  )) as ["room"] | ["full", number, number];
+  // The keys the conditions read follow the windows in KEYS; `when` gives their positions.
+  const read: string[] = [];
+  const when = live.map((w) => {
+    if (w.when === undefined) return null;
+    const at = read.includes(w.when.key) ? read.indexOf(w.when.key) : read.push(w.when.key) - 1;
+    return { key: live.length + at + 1, exists: w.when.exists };
+  });
+  const args = {
+    now: Date.now(),
+    rules: live.map((w) => w.rule),
+    member,
+    mode,
+    ...(read.length === 0 ? {} : { when }),
+  };
+  const [status, waitMs, first] = (await takeWindowScript.run(redis, {}, { args: JSON.stringify(args) }, [
+    ...live.map((w) => w.key),
+    ...read,
+  ])) as ["room"] | ["full", number, number];
   return status === "full" ? { waitMs, full: live[first - 1] } : { waitMs: 0, full: undefined };
 }
 

@@ -25,6 +25,10 @@ export class WindowKeys {
   sendAccount(customer: string): string {
     return this.rl(customer, "acct");
   }
+  /** Reads of a customer's fraud reports (REPORTS_LIMIT_ACCOUNT). */
+  reports(customer: string): string {
+    return this.rl(customer, "reports");
+  }
 
   /** The prefix every login window of an app starts with (`<tag>:`): one hash tag. */
   appTag(appId: string): string {
@@ -34,8 +38,19 @@ export class WindowKeys {
   loginIdentifier(appId: string, type: string, value: string): string {
     return this.rl(appId, "ident", type, value.toLowerCase());
   }
+  /**
+   * Login codes to one identifier of an app asked from one network (`source`: the keyed hash of
+   * both, src/session/known-sources.ts).
+   */
+  loginIdentifierFrom(appId: string, source: string): string {
+    return this.rl(appId, "ident-from", source);
+  }
   login(appId: string): string {
     return this.rl(appId, "login");
+  }
+  /** Login SMS of an app (APP_SMS_DAILY_LIMIT). */
+  appSms(appId: string): string {
+    return this.rl(appId, "sms");
   }
   loginAddress(appId: string, subject: string): string {
     return this.rl(appId, "login-ip", subject);
@@ -47,6 +62,10 @@ export class WindowKeys {
   /** Login code checks for one identifier of an app, across its challenges. */
   identifierChecks(appId: string, type: string, value: string): string {
     return this.rl(appId, "checks", type, value.toLowerCase());
+  }
+  /** Login code checks for one identifier of an app from one network (`source`, as above). */
+  identifierChecksFrom(appId: string, source: string): string {
+    return this.rl(appId, "checks-from", source);
   }
 
   /** Step-up code checks of a user, across its challenges. */
@@ -73,6 +92,10 @@ export class WindowKeys {
   /** Failed password logins to one identifier of an app (its value compared without case). */
   passwordFailures(appId: string, type: string, value: string): string {
     return this.rl(appId, "pwd-failures", type, value.toLowerCase());
+  }
+  /** Failed password logins to one identifier of an app from one network (`source`, as above). */
+  passwordFailuresFrom(appId: string, source: string): string {
+    return this.rl(appId, "pwd-failures-from", source);
   }
   /** Failed password logins from one address (its limit subject), across apps. */
   addressPasswordFailures(subject: string): string {

@@ -16,11 +16,14 @@ import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { SmsProvider } from "../messaging/sms.js";
 import { renderOtpEmail, type EmailProvider } from "../messaging/email.js";
 import type { Identifier } from "./identity.js";
+import { identifierWindows, type LoginSource } from "./known-sources.js";
+import type { UserStore } from "./users.js";
 
 /**
  * Sends login and step-up codes by SMS or email under the session abuse limits: windows per
- * identifier (RATE_LIMIT_NUMBER), app and client IP for logins (step-up brings its own windows,
- * src/stepup/limits.ts), the V1 spam rules for SMS, and a count of messages per app.
+ * identifier (RATE_LIMIT_NUMBER; a known source meets its own, docs/session-api.md#known-sources),
+ * app (only codes to identifiers no user holds yet) and client IP for logins (step-up brings its
+ * own windows, src/stepup/limits.ts), the V1 spam rules for SMS, and a count of messages per app.
  */
 export class CodeSender {
   constructor(
@@ -34,29 +37,46 @@ export class CodeSender {
       lookupData: LookupDataSource;
       apps: AppStore;
       fraud: FraudEngine;
+      users: Pick<UserStore, "indexKey">;
     },
   ) {}
 
   /**
-   * One more login code to this identifier, asked from `client`: 403 spam_detected for a number
-   * the spam rules refuse, else 429 when the identifier's, the app's or the address's window is
-   * full. Nothing is recorded for a refused request.
+   * One more login code to this identifier, asked from `source` (undefined without a client
+   * address): 403 spam_detected for a number the spam rules refuse, else 429 when the
+   * identifier's (or, from a known source, the source's own), the app's (LOGIN_LIMIT_APP, and
+   * APP_SMS_DAILY_LIMIT for an SMS) or the address's window is full. The app's windows count and
+   * refuse only codes to an identifier no user of the app holds yet: strangers filling them cannot
+   * stop the app's users logging in. Nothing is recorded for a refused request.
    */
-  async allowLogin(appId: string, id: Identifier, client: string | undefined): Promise<void> {
+  async allowLogin(appId: string, id: Identifier, source: LoginSource | undefined): Promise<void> {
     const { config, keys } = this.deps;
     const rl = new WindowKeys(keys);
+    const perIdentifier = {
+      key: rl.loginIdentifier(appId, id.type, id.value),
+      rule: config.RATE_LIMIT_NUMBER,
+      name: "RATE_LIMIT_NUMBER",
+    };
+    // The app's windows count only while no user holds the identifier.
+    const newcomer = { key: this.deps.users.indexKey(appId, id), exists: false };
     await this.allowSend(appId, id, [
-      {
-        key: rl.loginIdentifier(appId, id.type, id.value),
-        rule: config.RATE_LIMIT_NUMBER,
-        name: "RATE_LIMIT_NUMBER",
-      },
-      { key: rl.login(appId), rule: config.LOGIN_LIMIT_APP, name: "LOGIN_LIMIT_APP" },
-      ...(client === undefined
+      ...identifierWindows(perIdentifier, source, (digest) => rl.loginIdentifierFrom(appId, digest)),
+      { key: rl.login(appId), rule: config.LOGIN_LIMIT_APP, name: "LOGIN_LIMIT_APP", when: newcomer },
+      ...(id.type === "phone_number"
+        ? [
+            {
+              key: rl.appSms(appId),
+              rule: config.APP_SMS_DAILY_LIMIT,
+              name: "APP_SMS_DAILY_LIMIT",
+              when: newcomer,
+            },
+          ]
+        : []),
+      ...(source === undefined
         ? []
         : [
             {
-              key: rl.loginAddress(appId, limitSubject(client)),
+              key: rl.loginAddress(appId, limitSubject(source.address)),
               rule: config.LOGIN_LIMIT_IP,
               name: "LOGIN_LIMIT_IP",
             },
@@ -65,16 +85,25 @@ export class CodeSender {
   }
 
   /**
-   * One more code check for a subject (a user for step-up, an app's identifier for logins), across
-   * all its challenges, so that opening new challenges brings no new guesses.
+   * One more code check for a subject (a user for step-up, an app's identifier for logins, checked
+   * from `source`), across all its challenges, so that opening new challenges brings no new
+   * guesses. A login's known source meets its own window instead of the identifier's.
    */
-  async allowCheck(subject: { userId: string } | { appId: string; id: Identifier }): Promise<void> {
+  async allowCheck(
+    subject: { userId: string } | { appId: string; id: Identifier; source: LoginSource | undefined },
+  ): Promise<void> {
     const { config, keys, redis } = this.deps;
-    const key =
-      "userId" in subject
-        ? new WindowKeys(keys).userChecks(subject.userId)
-        : new WindowKeys(keys).identifierChecks(subject.appId, subject.id.type, subject.id.value);
-    const { waitMs } = await takeWindows(redis, [{ key, rule: config.OTP_CHECK_LIMIT }], randomUUID());
+    const rl = new WindowKeys(keys);
+    const rule = config.OTP_CHECK_LIMIT;
+    let windows: Window[];
+    if ("userId" in subject) {
+      windows = [{ key: rl.userChecks(subject.userId), rule }];
+    } else {
+      const { appId, id, source } = subject;
+      const key = rl.identifierChecks(appId, id.type, id.value);
+      windows = identifierWindows({ key, rule }, source, (digest) => rl.identifierChecksFrom(appId, digest));
+    }
+    const { waitMs } = await takeWindows(redis, windows, randomUUID());
     if (waitMs > 0)
       throw refusedBy("OTP_CHECK_LIMIT", tooManyAttempts("too many code checks: try again later", waitMs));
   }

@@ -8,6 +8,7 @@ import { bindService, handlersOf, type Authenticator } from "../rpc/binding.js";
 import { CALLERS, SUCCESS_STATUSES } from "../rpc/surface.js";
 import { StepUpChallenges } from "../stepup/challenges.js";
 import { CodeSender } from "./delivery.js";
+import { KnownSources } from "./known-sources.js";
 import { PasswordChecker, PasswordFailures } from "./password-login.js";
 import { sessionHandlers } from "./service.js";
 import { sessionAuthenticator, type Caller } from "./tokens.js";
@@ -34,6 +35,7 @@ export function sessionModule(
     lookupData: r.lookupData,
     apps: r.apps,
     fraud: r.fraud,
+    users: r.users,
   });
   const handlers = sessionHandlers({
     config: r.config,
@@ -54,6 +56,7 @@ export function sessionModule(
       perAddress: r.config.PASSWORD_FAILURES_IP,
     }),
     passwords: new PasswordChecker(r.users),
+    knownSources: new KnownSources(r.redis, r.keys, r.secrets),
     metrics: r.metrics,
   });
   const authenticate = sessionAuthenticator({

@@ -8,6 +8,7 @@ import { WindowKeys } from "../otp/window-keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { hashPassword } from "../stepup/password.js";
 import type { Identifier } from "./identity.js";
+import { identifierWindows, type LoginSource } from "./known-sources.js";
 import type { User, UserStore } from "./users.js";
 
 /** The settings whose windows these are, named in refusals (the metric, the request log). */
@@ -28,10 +29,12 @@ export interface PasswordAttempt {
  * identifier (PASSWORD_FAILURES_IDENTIFIER) and per client address across apps
  * (PASSWORD_FAILURES_IP). Unlike the token endpoint's windows, a full window refuses every
  * attempt, right password or wrong (decisions 8.2): someone guessing must not learn, by the
- * answer, that a guess was right. So each attempt takes a place in both windows before its
- * password is checked (atomically per window: concurrent attempts get at most the limit's worth of
- * checks between them, from any number of processes) and gives them back when the password was
- * right; a failure keeps them. Each window lives on its own hash tag (the app's, the address's).
+ * answer, that a guess was right. So each attempt takes a place in the windows before its
+ * password is checked (atomically per hash tag: concurrent attempts get at most the limit's worth
+ * of checks between them, from any number of processes) and gives them back when the password
+ * was right; a failure keeps them. The identifier's window refuses strangers only: a known source
+ * meets its own (docs/session-api.md#known-sources), on the same tag, the app's; the address's
+ * window lives on the address's tag.
  */
 export class PasswordFailures {
   private readonly windowKeys: WindowKeys;
@@ -45,19 +48,19 @@ export class PasswordFailures {
   }
 
   /** Takes the attempt's places; throws the 429 to answer when a window is full (nothing kept). */
-  async begin(appId: string, id: Identifier, address: string | undefined): Promise<PasswordAttempt> {
-    const windows = this.windowsOf(appId, id, address);
+  async begin(appId: string, id: Identifier, source: LoginSource | undefined): Promise<PasswordAttempt> {
+    const groups = this.windowsOf(appId, id, source);
     const member = randomUUID();
     const taken = await Promise.all(
-      windows.map(async (w) => ({
-        ...w,
-        waitMs: (await takeWindows(this.redis, [w.window], member)).waitMs,
+      groups.map(async (g) => ({
+        ...g,
+        waitMs: (await takeWindows(this.redis, g.windows, member)).waitMs,
       })),
     );
     const full = taken.find((t) => t.waitMs > 0);
     const release = () =>
       Promise.all(
-        taken.filter((t) => t.waitMs === 0).map((t) => takeWindows(this.redis, [t.window], member, "remove")),
+        taken.filter((t) => t.waitMs === 0).map((t) => takeWindows(this.redis, t.windows, member, "remove")),
       ).then(() => undefined);
     if (full !== undefined) {
       await release();
@@ -69,22 +72,26 @@ export class PasswordFailures {
     return { succeeded: release };
   }
 
+  /** The windows of an attempt, by hash tag: each group is taken by one script. */
   private windowsOf(
     appId: string,
     id: Identifier,
-    address: string | undefined,
-  ): { window: Window; setting: PasswordFailureSetting }[] {
-    const windows: { window: Window; setting: PasswordFailureSetting }[] = [];
+    source: LoginSource | undefined,
+  ): { windows: Window[]; setting: PasswordFailureSetting }[] {
+    const groups: { windows: Window[]; setting: PasswordFailureSetting }[] = [];
     const { perIdentifier, perAddress } = this.rules;
     if (perIdentifier !== null) {
       const key = this.windowKeys.passwordFailures(appId, id.type, id.value);
-      windows.push({ window: { key, rule: perIdentifier }, setting: "PASSWORD_FAILURES_IDENTIFIER" });
+      const windows = identifierWindows({ key, rule: perIdentifier }, source, (digest) =>
+        this.windowKeys.passwordFailuresFrom(appId, digest),
+      );
+      groups.push({ windows, setting: "PASSWORD_FAILURES_IDENTIFIER" });
     }
-    if (address !== undefined && perAddress !== null) {
-      const key = this.windowKeys.addressPasswordFailures(limitSubject(address));
-      windows.push({ window: { key, rule: perAddress }, setting: "PASSWORD_FAILURES_IP" });
+    if (source !== undefined && perAddress !== null) {
+      const key = this.windowKeys.addressPasswordFailures(limitSubject(source.address));
+      groups.push({ windows: [{ key, rule: perAddress }], setting: "PASSWORD_FAILURES_IP" });
     }
-    return windows;
+    return groups;
   }
 }
 

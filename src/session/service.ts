@@ -22,6 +22,7 @@ import type { StepUpChallenges } from "../stepup/challenges.js";
 import { PASSWORD_LENGTH } from "../stepup/password.js";
 import type { Metrics } from "../observability/metrics.js";
 import { invalidCredentials, type PasswordChecker, type PasswordFailures } from "./password-login.js";
+import type { KnownSources } from "./known-sources.js";
 
 export interface SessionDeps {
   config: Config;
@@ -42,6 +43,8 @@ export interface SessionDeps {
   /** Password logins: the failure windows, and the check of a password against its hash. */
   passwordFailures: PasswordFailures;
   passwords: PasswordChecker;
+  /** The networks each identifier completed a login from: its windows spare them. */
+  knownSources: KnownSources;
   metrics: Pick<Metrics, "passwordLogin">;
 }
 
@@ -94,7 +97,8 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       const app = await deps.apps.get(req.appId);
       if (app === undefined) throw badField("app_id", "unknown app");
       const identifier = readIdentifier(req.identifier);
-      await deps.codes.allowLogin(app.appId, identifier, ctx.clientAddress);
+      const source = deps.knownSources.of(app.appId, identifier, ctx.clientAddress);
+      await deps.codes.allowLogin(app.appId, identifier, source);
       const expiresAtMs = Date.now() + config.OTP_TTL_SECONDS * 1000;
       const challenge = await issueChallenge(deps, {
         create: (codeHash) => deps.challenges.createLogin(app.appId, identifier, expiresAtMs, codeHash),
@@ -110,7 +114,8 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       const login = ref === undefined ? undefined : await deps.challenges.loginOf(ref.key);
       if (ref === undefined || login === undefined)
         throw new RingfenceError("expired_challenge", "unknown or expired challenge_token");
-      await deps.codes.allowCheck({ appId: login.appId, id: login.identifier });
+      const source = deps.knownSources.of(login.appId, login.identifier, ctx.clientAddress);
+      await deps.codes.allowCheck({ appId: login.appId, id: login.identifier, source });
       await checkChallenge(deps, ref, req.code);
       await deps.codes.converted(login.appId, login.identifier);
       const { user, created } = await deps.users.findOrCreate(login.appId, login.identifier);
@@ -125,10 +130,10 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
               mode: "single-use" as const,
             }
           : undefined;
-      const opened = await deps.sessions.open(user.userId, login.appId, jti, {
-        amr: codeLoginAmr(login.identifier),
-        grant,
-      });
+      const [opened] = await Promise.all([
+        deps.sessions.open(user.userId, login.appId, jti, { amr: codeLoginAmr(login.identifier), grant }),
+        deps.knownSources.remember(source),
+      ]);
       const { sessionId, refreshToken } = opened;
       await deps.challenges.remove(ref.key);
       await deps.events.emit(
@@ -178,9 +183,10 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       }
       const app = await deps.apps.get(req.appId);
       if (app === undefined) throw badField("app_id", "unknown app");
+      const source = deps.knownSources.of(app.appId, identifier, ctx.clientAddress);
       let attempt;
       try {
-        attempt = await deps.passwordFailures.begin(app.appId, identifier, ctx.clientAddress);
+        attempt = await deps.passwordFailures.begin(app.appId, identifier, source);
       } catch (err) {
         if (err instanceof RingfenceError && err.code === "too_many_attempts") {
           deps.metrics.passwordLogin("too_many_attempts");
@@ -192,7 +198,7 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
         deps.metrics.passwordLogin("invalid_credentials");
         throw invalidCredentials();
       }
-      await attempt.succeeded();
+      await Promise.all([attempt.succeeded(), deps.knownSources.remember(source)]);
       const jti = randomUUID();
       const opened = await deps.sessions.open(user.userId, app.appId, jti, { amr: [...PASSWORD_LOGIN_AMR] });
       await deps.events.emit(

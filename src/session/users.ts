@@ -32,7 +32,11 @@ export class UserStore {
     return this.keys.key("user", userId);
   }
 
-  private indexKey(appId: string, id: Identifier): string {
+  /**
+   * The index entry of an identifier: it exists once the identifier is a user's (created by the
+   * operator or by a completed login), which the app's login windows read (src/session/delivery.ts).
+   */
+  indexKey(appId: string, id: Identifier): string {
     return this.keys.key("ident", appId, id.type, id.value.toLowerCase());
   }
 

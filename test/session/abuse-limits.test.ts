@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
-import { request as httpRequest } from "node:http";
+import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { SessionServiceClient } from "../../src/gen/ringfence/session/v1/session_service.js";
 import { LookupServiceClient } from "../../src/gen/ringfence/lookup/v2/lookup_service.js";
 import { OAuthServiceClient } from "../../src/gen/ringfence/oauth/v1/oauth_service.js";
@@ -10,6 +10,7 @@ import { basicAuth, rest, type Json } from "../support/rest.js";
 import { Receiver, SmsReceiver } from "../support/receivers.js";
 import { PWD, reviewEntry } from "../support/stepup.js";
 import { Keys } from "../../src/redis/client.js";
+import { sample } from "../support/metrics.js";
 
 const FR_PREMIUM = "+33891234567";
 
@@ -65,6 +66,21 @@ class Rig {
     return this.sms.messages.filter((m) => m.to === phone).length;
   }
 
+  /** The emails sent to `email`, as the provider received them. */
+  mailsTo(email: string): { to: string; body: string }[] {
+    return this.mail.received
+      .map((r) => JSON.parse(r.body) as { to: string; body: string })
+      .filter((m) => m.to === email);
+  }
+
+  /** The code of the nth email (0-based) to `email`, once it has arrived. */
+  async mailCodeTo(email: string, nth: number): Promise<string> {
+    await this.mail.until(() => this.mailsTo(email).length > nth);
+    const code = /\b(\d{6})\b/.exec(this.mailsTo(email)[nth]?.body ?? "")?.[1];
+    if (code === undefined) throw new Error(`no code in email ${nth} to ${email}`);
+    return code;
+  }
+
   async codeTo(phone: string, nth: number): Promise<string> {
     await this.sms.receiver.until(() => this.smsTo(phone) > nth);
     const m = this.sms.messages.filter((x) => x.to === phone)[nth];
@@ -107,7 +123,7 @@ function callFrom(
   method: string,
   body: unknown,
   headers: Record<string, string> = {},
-): Promise<{ status: number; body: Json }> {
+): Promise<{ status: number; headers: IncomingHttpHeaders; body: Json }> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
     const req = httpRequest(
@@ -122,7 +138,7 @@ function callFrom(
         res.setEncoding("utf8");
         res.on("data", (c: string) => (text += c));
         res.on("end", () => {
-          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Json });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text) as Json });
         });
       },
     );
@@ -563,6 +579,279 @@ describe("abuse limits of the session service", () => {
     });
   });
 
+  describe("strangers cannot lock a user out of its usual network (known sources)", () => {
+    const PASSWORD = "usual-passw0rd";
+    // The tests call from 127.0.0.1; strangers from other /24s of the loopback network.
+    const USUAL = "127.0.0.1";
+    type Answer = Awaited<ReturnType<typeof callFrom>>;
+    let rig: Rig;
+    before(async function () {
+      this.timeout(30_000);
+      rig = await Rig.start({
+        PASSWORD_FAILURES_IDENTIFIER: "10/900",
+        PASSWORD_FAILURES_IP: "30/300",
+        RATE_LIMIT_NUMBER: "5/600",
+        OTP_CHECK_LIMIT: "10/900",
+        LOGIN_LIMIT_IP: "20/3600",
+      });
+    });
+    after(async () => rig.stop());
+
+    const post = (address: string, path: string, body: unknown) =>
+      callFrom(address, `${rig.app.baseUrl}${path}`, "POST", body);
+    const passwordLogin = (address: string, identifier: Json, password: string) =>
+      post(address, "/v1/session/login/password", { app_id: rig.appId, identifier, password });
+    const askCode = (address: string, identifier: Json) =>
+      post(address, "/v1/session/login/otp", { app_id: rig.appId, identifier });
+    const checkCode = (address: string, challengeToken: unknown, code: string) =>
+      post(address, "/v1/session/login/otp/check", { challenge_token: challengeToken, code });
+
+    function expectStatus(r: Answer, status: number, what: string): void {
+      expect(r.status, `${what}: ${JSON.stringify(r.body)}`).to.equal(status);
+    }
+    function expectRefused(r: Answer, what: string, windowSeconds: number): void {
+      expectStatus(r, 429, what);
+      expect(r.body.code).to.equal("too_many_attempts");
+      expect(Number(r.headers["retry-after"]), what).to.be.within(1, windowSeconds);
+    }
+
+    async function createUser(flag: "--phone" | "--email", value: string): Promise<void> {
+      const made = await runCli(
+        ["users", "create", "--app", rig.appId, flag, value, "--password", PASSWORD],
+        cliEnv(rig.app.config),
+      );
+      expect(made.code, made.stderr).to.equal(0);
+    }
+
+    /**
+     * From `address`: `passwords` wrong passwords, then `requests` code requests and two wrong
+     * codes in each challenge, every one answered as an attempt (401, 200, 400). Resolves the
+     * challenge tokens.
+     */
+    async function fail(
+      address: string,
+      identifier: { type: string; value: string },
+      counts: { passwords: number; requests: number },
+      codeOf: (nth: number) => Promise<string>,
+      sentBefore: number,
+    ): Promise<unknown[]> {
+      for (let i = 0; i < counts.passwords; i++) {
+        expectStatus(await passwordLogin(address, identifier, `wrong guess ${i}`), 401, "a wrong password");
+      }
+      const tokens: unknown[] = [];
+      for (let i = 0; i < counts.requests; i++) {
+        const asked = await askCode(address, identifier);
+        expectStatus(asked, 200, `code request ${i + 1} from ${address}`);
+        tokens.push(asked.body.challenge_token);
+      }
+      for (let i = 0; i < 2 * counts.requests; i++) {
+        const c = Math.floor(i / 2);
+        const checked = await checkCode(address, tokens[c], wrongGuess(i, await codeOf(sentBefore + c)));
+        expectStatus(checked, 400, `wrong code ${i + 1} from ${address}`);
+        expect(checked.body.code).to.equal("invalid_code");
+      }
+      return tokens;
+    }
+
+    it("logs a user in from its usual network, by password and by code, after a stranger's failures from another filled its identifier's windows", async function () {
+      this.timeout(60_000);
+      const phone = "+33612970001";
+      const id = { type: "phone_number", value: phone };
+      await createUser("--phone", phone);
+      // The usual address completed a login before.
+      expectStatus(await passwordLogin(USUAL, id, PASSWORD), 200, "the first login");
+
+      // Every 15 minutes, a stranger could do this much and, until now, lock the user out.
+      const stranger = "127.0.1.9";
+      const tokens = await fail(stranger, id, { passwords: 10, requests: 5 }, (n) => rig.codeTo(phone, n), 0);
+      expectRefused(await passwordLogin(stranger, id, PASSWORD), "the stranger's 11th password", 900);
+      expectRefused(await askCode(stranger, id), "the stranger's 6th code request", 600);
+      expectRefused(
+        await checkCode(stranger, tokens[4], await rig.codeTo(phone, 4)),
+        "the stranger's 11th code",
+        900,
+      );
+
+      // The user, from its usual address: the right password, then a code.
+      expectStatus(await passwordLogin(USUAL, id, PASSWORD), 200, "the user's password");
+      const asked = await askCode(USUAL, id);
+      expectStatus(asked, 200, "the user's code request");
+      const checked = await checkCode(USUAL, asked.body.challenge_token, await rig.codeTo(phone, 5));
+      expectStatus(checked, 200, "the user's code");
+      expect(checked.body).to.include.keys("access_token", "refresh_token");
+      // Another address of the same /24 is the same network.
+      expectStatus(await passwordLogin("127.0.0.77", id, PASSWORD), 200, "a neighbour address");
+
+      // Strangers stay refused, this one and any other network.
+      expectRefused(await passwordLogin(stranger, id, PASSWORD), "the stranger's password", 900);
+      expectRefused(await passwordLogin("127.0.2.9", id, PASSWORD), "another stranger's password", 900);
+      expectRefused(await askCode("127.0.2.9", id), "another stranger's code request", 600);
+      expect(rig.smsTo(phone), "codes sent").to.equal(6);
+    });
+
+    it("still stops a known source at its own windows after its own failures", async function () {
+      this.timeout(60_000);
+      const email = "known-source@example.com";
+      const id = { type: "email_address", value: email };
+      await createUser("--email", email);
+      expectStatus(await passwordLogin(USUAL, id, PASSWORD), 200, "the first login");
+      const codeOf = (n: number) => rig.mailCodeTo(email, n);
+      // A stranger fills the identifier's windows; they do not count the known source's attempts.
+      await fail("127.0.3.9", id, { passwords: 10, requests: 5 }, codeOf, 0);
+
+      // The known source gets the limit's worth of each, in windows of its own, and no more.
+      const tokens = await fail(USUAL, id, { passwords: 10, requests: 5 }, codeOf, 5);
+      expectRefused(await passwordLogin(USUAL, id, PASSWORD), "the right password after 10 failures", 900);
+      expectRefused(await askCode(USUAL, id), "a 6th code request", 600);
+      expectRefused(
+        await checkCode(USUAL, tokens[4], await codeOf(9)),
+        "the right code after 10 wrong ones",
+        900,
+      );
+      expect(rig.mailsTo(email), "codes sent").to.have.length(10);
+    });
+
+    it("remembers a login's network for 30 days as a keyed hash: Redis holds neither the identifier nor the address", async function () {
+      this.timeout(30_000);
+      const email = "remembered@example.com";
+      const { redis } = rig.app.registry;
+      const pattern = `${rig.app.config.REDIS_KEY_PREFIX}known:{${rig.appId}}:*`;
+      const before = await redis.keys(pattern);
+      const asked = await askCode(USUAL, { type: "email_address", value: email });
+      expectStatus(asked, 200, "the code request");
+      expectStatus(
+        await checkCode(USUAL, asked.body.challenge_token, await rig.mailCodeTo(email, 0)),
+        200,
+        "the code",
+      );
+      const remembered = (await redis.keys(pattern)).filter((k) => !before.includes(k));
+      expect(remembered).to.have.length(1);
+      const [key = ""] = remembered;
+      expect(key).to.match(/:[0-9a-f]{64}$/);
+      expect(key).to.not.match(/remembered|127\.0\.0/);
+      const day = 86_400_000;
+      expect(await redis.pttl(key)).to.be.within(30 * day - 60_000, 30 * day);
+    });
+  });
+
+  describe("app-wide login limits spare the app's users (LOGIN_LIMIT_APP)", () => {
+    let rig: Rig;
+    before(async function () {
+      this.timeout(30_000);
+      rig = await Rig.start({ LOGIN_LIMIT_APP: "100/3600", LOGIN_LIMIT_IP: "10/3600" });
+    });
+    after(async () => rig.stop());
+
+    const askCode = (address: string, identifier: Json) =>
+      callFrom(address, `${rig.app.baseUrl}/v1/session/login/otp`, "POST", { app_id: rig.appId, identifier });
+
+    it("serves the app's users their codes while strangers' requests for new identifiers fill the app's window, which refuses a new one", async function () {
+      this.timeout(60_000);
+      // A user the operator made, and one a completed login made (its code took a place).
+      const phone = "+33612960001";
+      const made = await runCli(
+        ["users", "create", "--app", rig.appId, "--phone", phone],
+        cliEnv(rig.app.config),
+      );
+      expect(made.code, made.stderr).to.equal(0);
+      const returning = "returning@example.com";
+      const first = await askCode("127.0.0.1", { type: "email_address", value: returning });
+      expect(first.status, JSON.stringify(first.body)).to.equal(200);
+      const loggedIn = await rig.call("POST", "/v1/session/login/otp/check", {
+        challenge_token: first.body.challenge_token,
+        code: await rig.mailCodeTo(returning, 0),
+      });
+      expect(loggedIn.status, JSON.stringify(loggedIn.body)).to.equal(200);
+      const metricsBefore = (await rig.app.registry.metrics.exposition()).body;
+
+      // 10 addresses ask 10 codes each, for identifiers no user holds: the app's window fills.
+      const flood = await Promise.all(
+        Array.from({ length: 10 }, async (_, a) => {
+          const statuses: number[] = [];
+          for (let i = 0; i < 10; i++) {
+            const r = await askCode(`127.0.4.${a + 1}`, {
+              type: "email_address",
+              value: `new-${a}-${i}@example.com`,
+            });
+            statuses.push(r.status);
+          }
+          return statuses;
+        }),
+      );
+      const statuses = flood.flat();
+      expect(statuses.filter((s) => s === 200)).to.have.length(99);
+      expect(statuses.filter((s) => s === 429)).to.have.length(1);
+      const refused = await askCode("127.0.5.1", { type: "email_address", value: "newcomer@example.com" });
+      expect(refused.status, JSON.stringify(refused.body)).to.equal(429);
+      expect(refused.body.code).to.equal("too_many_attempts");
+      expect(Number(refused.headers["retry-after"])).to.be.within(3000, 3600);
+      const metrics = (await rig.app.registry.metrics.exposition()).body;
+      const refusals = (text: string) =>
+        sample(text, "ringfence_abuse_refusals_total", { rule: "LOGIN_LIMIT_APP" });
+      expect(refusals(metrics) - refusals(metricsBefore)).to.equal(2);
+
+      // The app's users meet only their own windows: the operator's user logs in by SMS...
+      const asked = await askCode("127.0.5.1", { type: "phone_number", value: phone });
+      expect(asked.status, JSON.stringify(asked.body)).to.equal(200);
+      const checked = await rig.call("POST", "/v1/session/login/otp/check", {
+        challenge_token: asked.body.challenge_token,
+        code: await rig.codeTo(phone, 0),
+      });
+      expect(checked.status, JSON.stringify(checked.body)).to.equal(200);
+      // ...and the login's user gets its email code.
+      const again = await askCode("127.0.5.2", { type: "email_address", value: returning });
+      expect(again.status, JSON.stringify(again.body)).to.equal(200);
+      await rig.mailCodeTo(returning, 1);
+      // A new identifier is still refused.
+      const still = await askCode("127.0.5.2", { type: "email_address", value: "newcomer@example.com" });
+      expect(still.status).to.equal(429);
+    });
+
+    it("caps an app's login SMS to numbers no user holds (APP_SMS_DAILY_LIMIT), and still texts its users", async function () {
+      this.timeout(30_000);
+      const capped = await Rig.start({ APP_SMS_DAILY_LIMIT: "3/86400", LOGIN_LIMIT_APP: "off" });
+      try {
+        const ask = (phone: string) =>
+          capped.call("POST", "/v1/session/login/otp", {
+            app_id: capped.appId,
+            identifier: { type: "phone_number", value: phone },
+          });
+        // Each number in a range of its own (SPAM_RANGE_BURST counts ranges).
+        for (let i = 0; i < 3; i++) expect((await ask(`+3361${i}000001`)).status).to.equal(200);
+        const refused = await ask("+33613000001");
+        expect([refused.status, refused.body.code], "a 4th new number").to.deep.equal([
+          429,
+          "too_many_attempts",
+        ]);
+        expect(Number(refused.headers.get("retry-after"))).to.be.within(86_000, 86_400);
+        // An email code does not count as an SMS.
+        expect(
+          (
+            await capped.call("POST", "/v1/session/login/otp", {
+              app_id: capped.appId,
+              identifier: { type: "email_address", value: "newcomer@example.com" },
+            })
+          ).status,
+        ).to.equal(200);
+        const user = "+33614000001";
+        const made = await runCli(
+          ["users", "create", "--app", capped.appId, "--phone", user],
+          cliEnv(capped.app.config),
+        );
+        expect(made.code, made.stderr).to.equal(0);
+        const served = await ask(user);
+        expect(served.status, JSON.stringify(served.body)).to.equal(200);
+        await capped.codeTo(user, 0);
+        const metrics = (await capped.app.registry.metrics.exposition()).body;
+        expect(sample(metrics, "ringfence_abuse_refusals_total", { rule: "APP_SMS_DAILY_LIMIT" })).to.equal(
+          1,
+        );
+      } finally {
+        await capped.stop();
+      }
+    });
+  });
+
   describe("spam rules and counts of step-up messages", () => {
     let rig: Rig;
     before(async function () {
@@ -879,6 +1168,7 @@ describe("abuse limits of the session service", () => {
       "OTP_CHECK_LIMIT",
       "LOGIN_LIMIT_APP",
       "LOGIN_LIMIT_IP",
+      "APP_SMS_DAILY_LIMIT",
       "TOKEN_FAILURES_CLIENT",
       "TOKEN_FAILURES_IP",
       "API_KEY_FAILURES_IP",
@@ -902,6 +1192,7 @@ describe("abuse limits of the session service", () => {
       expect(c.OTP_CHECK_LIMIT).to.deep.equal({ limit: 10, windowSeconds: 900 });
       expect(c.LOGIN_LIMIT_APP).to.deep.equal({ limit: 1000, windowSeconds: 3600 });
       expect(c.LOGIN_LIMIT_IP).to.deep.equal({ limit: 10, windowSeconds: 3600 });
+      expect(c.APP_SMS_DAILY_LIMIT).to.deep.equal({ limit: 10_000, windowSeconds: 86_400 });
       expect(c.TOKEN_FAILURES_CLIENT).to.deep.equal({ limit: 10, windowSeconds: 300 });
       expect(c.TOKEN_FAILURES_IP).to.deep.equal({ limit: 30, windowSeconds: 300 });
       expect(c.API_KEY_FAILURES_IP).to.deep.equal({ limit: 30, windowSeconds: 300 });
