@@ -580,14 +580,23 @@ fraud.addCommand(
   fraudTenantOptions(
     new Command("decisions")
       .description(
-        "print a tenant's block and would_block decisions, newest first: {decisions: [{id, created_at, api, country, network?, prefix, phone_number, action, rule, detail}]}",
+        "print a tenant's block and would_block decisions, newest first, a page at a time: {decisions: [{id, created_at, api, country, network?, prefix, phone_number, action, rule, detail}], next_page_token?}",
       )
       .option("--since <time>", "only decisions at or after this RFC 3339 time, such as 2026-01-02T00:00:00Z")
-      .option("--limit <n>", "at most this many, 1 to 1000", "100"),
-  ).action(async (opts: FraudTenantOptions & { since?: string; limit: string }) => {
+      .option("--limit <n>", "at most this many, 1 to 1000", "100")
+      .option("--page-token <token>", "the next_page_token of the previous page, for the page after it"),
+  ).action(async (opts: FraudTenantOptions & { since?: string; limit: string; pageToken?: string }) => {
     await withFraudTenant(opts, undefined, async (r, tenant, f) => {
-      const insights = new f.FraudInsights(r.redis, r.fraud.keys, r.fraud.rules);
-      print(snakeCase(await insights.decisions(tenant.id, { since: opts.since, limit: opts.limit })));
+      const insights = new f.FraudInsights(r.redis, r.fraud.keys, r.fraud.rules, r.secrets);
+      print(
+        snakeCase(
+          await insights.decisions(tenant.id, {
+            since: opts.since,
+            limit: opts.limit,
+            pageToken: opts.pageToken,
+          }),
+        ),
+      );
     });
   }),
 );
@@ -595,26 +604,39 @@ fraud.addCommand(
 fraud.addCommand(
   new Command("insights")
     .description(
-      "print an account's sends, conversions and blocks per destination, as GET /v2/insights/verifications: {since, until, group_by, groups: [{key, sent, verified, conversion_rate, blocked}]}",
+      "print an account's sends, conversions and blocks per destination, the most sent first, a page at a time, as GET /v2/insights/verifications: {since, until, group_by, groups: [{key, sent, verified, conversion_rate, blocked}], next_page_token?}",
     )
     .requiredOption("--account <uuid>", "the account (customer uuid)")
-    .option("--group-by <kind>", "country, network or prefix", "country")
+    .option("--group-by <kind>", "country, network or prefix (default: country, or the page token's)")
     .option("--since <time>", "RFC 3339 start (default: 24 hours before --until); its whole UTC day counts")
     .option("--until <time>", "RFC 3339 end (default: now); its whole UTC day counts")
-    .action(async (opts: { account: string; groupBy: string; since?: string; until?: string }) => {
-      await withFraudTenant({ account: opts.account }, undefined, async (r, tenant, f) => {
-        const insights = new f.FraudInsights(r.redis, r.fraud.keys, r.fraud.rules);
-        print(
-          snakeCase(
-            await insights.verifications(tenant.id, {
-              since: opts.since,
-              until: opts.until,
-              groupBy: opts.groupBy,
-            }),
-          ),
-        );
-      });
-    }),
+    .option("--limit <n>", "at most this many groups, 1 to 1000", "100")
+    .option("--page-token <token>", "the next_page_token of the previous page, for the page after it")
+    .action(
+      async (opts: {
+        account: string;
+        groupBy?: string;
+        since?: string;
+        until?: string;
+        limit: string;
+        pageToken?: string;
+      }) => {
+        await withFraudTenant({ account: opts.account }, undefined, async (r, tenant, f) => {
+          const insights = new f.FraudInsights(r.redis, r.fraud.keys, r.fraud.rules, r.secrets);
+          print(
+            snakeCase(
+              await insights.verifications(tenant.id, {
+                since: opts.since,
+                until: opts.until,
+                groupBy: opts.groupBy,
+                limit: opts.limit,
+                pageToken: opts.pageToken,
+              }),
+            ),
+          );
+        });
+      },
+    ),
 );
 
 // ---- end of fraud ------------------------------------------------------------------------------

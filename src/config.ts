@@ -201,6 +201,13 @@ const schema = z
       .max(90 * 86_400)
       .default(3 * 86_400),
 
+    // How long a send refused before anything was sent keeps its record (docs/capacity.md#refused-sends).
+    REFUSED_RETENTION_SECONDS: z.coerce
+      .number()
+      .int()
+      .min(60)
+      .max(90 * 86_400)
+      .default(3_600),
     // Abuse protection: sends per window, and what counts as spam.
     RATE_LIMIT_NUMBER: window.default({ limit: 5, windowSeconds: 600 }),
     RATE_LIMIT_IP: window.default({ limit: 20, windowSeconds: 600 }),
@@ -220,6 +227,7 @@ const schema = z
     FRAUD_WINDOW_SECONDS: z.coerce.number().int().min(60).max(86_400).default(3_600),
     FRAUD_NEW_DESTINATION_SENDS: z.coerce.number().int().min(1).max(1_000_000).default(10),
     FRAUD_BASELINE_DAYS: z.coerce.number().int().min(1).max(60).default(14),
+    FRAUD_NEW_DESTINATION_BUDGET: z.coerce.number().int().min(1).max(1_000_000).default(30),
     FRAUD_BASELINE_SHARE: z.coerce.number().min(0).max(10).default(0.1),
     FRAUD_CONVERSION_CREDIT: z.coerce.number().min(0).max(100).default(2),
     FRAUD_GRACE_SECONDS: z.coerce.number().int().min(0).max(86_400).default(300),
@@ -228,6 +236,8 @@ const schema = z
     FRAUD_PREFIX_DIGITS: z.coerce.number().int().min(2).max(12).default(6),
     FRAUD_DECISIONS_MAX: z.coerce.number().int().min(100).max(10_000_000).default(10_000),
 
+    // Reads of the fraud reports per account (docs/fraud.md#pages).
+    REPORTS_LIMIT_ACCOUNT: window.default({ limit: 60, windowSeconds: 60 }),
     // Abuse limits of the session service (docs/settings.md#session-abuse-limits): codes sent, codes checked and
     // failed client authentications per window.
     STEPUP_LIMIT_USER: window.default({ limit: 10, windowSeconds: 3_600 }),
@@ -305,7 +315,12 @@ export const SETTING_SECTIONS = {
       "What each limit counts, and what a full window answers: " +
       "[session-api.md](session-api.md#abuse-limits).",
   },
-  webhooks: { title: "Webhooks", intro: "Delivery is at least once, retried with exponential backoff." },
+  webhooks: {
+    title: "Webhooks",
+    intro:
+      "Delivery is at least once, retried with exponential backoff, and shared fairly between " +
+      "endpoints: one that is slow or hangs holds back its own deliveries only.",
+  },
   holds: {
     title: "SMS holds",
     intro:
@@ -579,6 +594,13 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     text: "Share of a destination's busiest day of conversions (over the baseline) it may get per window.",
   },
   FRAUD_CONVERSION_CREDIT: {
+  FRAUD_NEW_DESTINATION_BUDGET: {
+    section: "fraud",
+    text:
+      "Unconverted new destinations a tenant may add per window: blocked sends to destinations not yet " +
+      "counted add them to the tenant's counters and index only this many times per window " +
+      "([fraud.md](fraud.md#what-redis-keeps)).",
+  },
     section: "fraud",
     text: "Sends each conversion in the window earns its destination.",
   },

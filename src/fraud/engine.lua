@@ -1,9 +1,10 @@
 -- The fraud engine (docs/fraud.md#how-it-decides), prepended to every script that sends a code.
 -- Keys are the tenant's (one hash tag): its policy hash, its `all` counters, its destinations
--- index, its decision stream, the number's last-send record, and one counters hash per
--- destination (country, network when known, prefix). `f` is FraudArgs (src/fraud/engine.ts):
--- now, api, country, network, prefix, masked, candidates (policy fields of the number's trusted
--- prefixes), dests (destination ids, in the order of the keys) and rules.
+-- index, its decision stream, the number's last-send record, one counters hash per destination
+-- (country, network when known, prefix), then three rankings per destination (fraud_rank): the
+-- last two in the tail `destKeys` (src/fraud/engine.ts fraudTail). `f` is FraudArgs
+-- (src/fraud/engine.ts): now, api, country, network, prefix, masked, candidates (policy fields of
+-- the number's trusted prefixes), dests (destination ids, in the order of the keys) and rules.
 
 -- The counters of one slot: '<stamp>,<sent>,<verified>,<blocked>', zero when the stamp is old.
 local function fraud_slot(raw, stamp)
@@ -93,7 +94,8 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
     if policy[i] then return { 'allow', 'none', string.sub(f.candidates[i - 2], 3) .. ' is trusted' } end
   end
   local tenant = false
-  for i, key in ipairs(destKeys) do
+  for i = 1, #f.dests do
+    local key = destKeys[i]
     local st = fraud_read(key, f)
     local bound = r.newSends + r.share * st.busiest + r.credit * st.verified
     if st.sent >= bound then
@@ -137,8 +139,44 @@ local function fraud_bump(key, f, slice, day, column)
   return firstOfDay
 end
 
+-- The new-destination budget of blocked sends (docs/fraud.md#what-redis-keeps): true when a
+-- blocked send may count at the destination `key`, one already counted, or a new one while the
+-- tenant's blocked sends added fewer than rules.newDestinationBudget this window (field
+-- `blocked_new` of its `all` counters: '<window>,<count>'). Refused traffic fanned out over many
+-- prefixes then cannot grow the tenant's counters and index: past the budget it counts in `all`
+-- and in the destinations it already has.
+local function fraud_blocked_may_add(allKey, key, f)
+  if redis.call('EXISTS', key) == 1 then return true end
+  local r = f.rules
+  local window = math.floor(f.now / (r.windowSeconds * 1000))
+  local at, n = string.match(redis.call('HGET', allKey, 'blocked_new') or '', '^(%d+),(%d+)$')
+  n = tonumber(at) == window and tonumber(n) or 0
+  if n >= r.newDestinationBudget then return false end
+  redis.call('HSET', allKey, 'blocked_new', window .. ',' .. (n + 1))
+  return true
+end
+
+-- Ranks destination `dest` (`p:+336123`) among those of its kind by sends, in the sets that
+-- insights read a page at a time (docs/fraud.md#pages): `rankKeys` rank the send's day (kept as
+-- long as the counters' day slots), that day with the one before (read today, for the last 24
+-- hours, and tomorrow), and that day with the next (read from tomorrow), each scored by minus the
+-- sends, so that a set read in order gives the most sent first and equals by key. A blocked send
+-- only lists it, on its first count of the day, which also sets each set's expiry.
+local function fraud_rank(rankKeys, dest, f, day, sent, firstOfDay)
+  if not sent and not firstOfDay then return end
+  local member = string.sub(dest, 3)
+  for j = 1, 3 do redis.call('ZINCRBY', rankKeys[j], sent and -1 or 0, member) end
+  if firstOfDay then
+    -- From now, as the counters: on the engine's own clock (simulate) too.
+    redis.call('PEXPIRE', rankKeys[1], (f.rules.days + 2) * 86400000)
+    redis.call('PEXPIRE', rankKeys[2], 2 * 86400000)
+    redis.call('PEXPIRE', rankKeys[3], 3 * 86400000)
+  end
+end
+
 -- Counts a send the engine let through ('sent') or refused ('blocked'), keeps its destinations
--- listed, and, for a sent message, remembers where it went so its conversion counts there.
+-- listed and ranked, and, for a sent message, remembers where it went so its conversion counts
+-- there.
 local function fraud_count(allKey, destsKey, sentKey, destKeys, f, outcome)
   local r = f.rules
   local slice, day = fraud_clock(f)
@@ -147,13 +185,21 @@ local function fraud_count(allKey, destsKey, sentKey, destKeys, f, outcome)
   -- today lives the baseline and two days more, whatever the hour.
   local keepMs = (r.days + 2) * 86400000
   local renewed = false
-  for i, key in ipairs(destKeys) do
-    if fraud_bump(key, f, slice, day, column) then
-      redis.call('PEXPIRE', key, keepMs)
-      if redis.call('ZADD', destsKey, day, f.dests[i]) == 1 then
-        redis.call('ZREMRANGEBYSCORE', destsKey, '-inf', day - r.days - 2)
+  local n = #f.dests
+  for i = 1, n do
+    local key = destKeys[i]
+    if outcome ~= 'blocked' or fraud_blocked_may_add(allKey, key, f) then
+      local firstOfDay = fraud_bump(key, f, slice, day, column)
+      local at = n + 3 * (i - 1)
+      fraud_rank({ destKeys[at + 1], destKeys[at + 2], destKeys[at + 3] }, f.dests[i], f, day,
+        outcome == 'sent', firstOfDay)
+      if firstOfDay then
+        redis.call('PEXPIRE', key, keepMs)
+        if redis.call('ZADD', destsKey, day, f.dests[i]) == 1 then
+          redis.call('ZREMRANGEBYSCORE', destsKey, '-inf', day - r.days - 2)
+        end
+        renewed = true
       end
-      renewed = true
     end
   end
   if renewed then redis.call('PEXPIRE', destsKey, keepMs) end

@@ -97,6 +97,8 @@ export interface FraudRules {
   sliceMs: number;
   days: number;
   newSends: number;
+  /** Destinations blocked sends may add per window (fraud_count in engine.lua). */
+  newDestinationBudget: number;
   share: number;
   credit: number;
   graceMs: number;
@@ -115,6 +117,7 @@ export function fraudRules(config: FraudSettings): FraudRules {
     sliceMs: (config.FRAUD_WINDOW_SECONDS * 1000) / WINDOW_SLICES,
     days: config.FRAUD_BASELINE_DAYS,
     newSends: config.FRAUD_NEW_DESTINATION_SENDS,
+    newDestinationBudget: config.FRAUD_NEW_DESTINATION_BUDGET,
     share: config.FRAUD_BASELINE_SHARE,
     credit: config.FRAUD_CONVERSION_CREDIT,
     graceMs: config.FRAUD_GRACE_SECONDS * 1000,
@@ -128,6 +131,7 @@ export type FraudSettings = Pick<
   Config,
   | "FRAUD_WINDOW_SECONDS"
   | "FRAUD_NEW_DESTINATION_SENDS"
+  | "FRAUD_NEW_DESTINATION_BUDGET"
   | "FRAUD_BASELINE_DAYS"
   | "FRAUD_BASELINE_SHARE"
   | "FRAUD_CONVERSION_CREDIT"
@@ -159,7 +163,18 @@ export interface FraudSendKeys {
   index: string;
   decisions: string;
   sent: string;
+  /** The counters of each destination, in the order of `Destination.dests`. */
   dests: string[];
+  /**
+   * Three per destination, in the same order: the rankings of its kind for the send's day, for
+   * that day and the one before, and for that day and the next (engine.lua fraud_rank).
+   */
+  ranks: string[];
+}
+
+/** The tail of keys the send scripts take after their named ones: the counters, then the rankings. */
+export function fraudTail(k: Pick<FraudSendKeys, "dests" | "ranks">): string[] {
+  return [...k.dests, ...k.ranks];
 }
 
 /** The engine's answer to one send. */
@@ -213,8 +228,10 @@ export class FraudEngine {
     return phone === undefined ? false : this.converted(api, tenant, await this.destinationOf(phone));
   }
 
-  sendKeys(tenant: string, d: Destination): FraudSendKeys {
+  /** `now` is the send's, as its FraudArgs carry it: the rankings are those of its UTC day. */
+  sendKeys(tenant: string, d: Destination, now = Date.now()): FraudSendKeys {
     const k = this.keys;
+    const day = Math.floor(now / 86_400_000);
     return {
       policy: k.policy(tenant),
       all: k.counters(tenant, "all"),
@@ -222,6 +239,10 @@ export class FraudEngine {
       decisions: k.decisions(tenant),
       sent: k.sent(tenant, d.e164),
       dests: d.dests.map((id) => k.counters(tenant, id)),
+      ranks: d.dests.flatMap((id) => {
+        const kind = id.slice(0, 1);
+        return [k.rank(tenant, 1, kind, day), k.rank(tenant, 2, kind, day), k.rank(tenant, 2, kind, day + 1)];
+      }),
     };
   }
 
@@ -244,12 +265,12 @@ export class FraudEngine {
 
   /** One send judged on its own (session login and step-up codes): counted as sent unless blocked. */
   async judge(api: FraudApi, tenant: string, d: Destination, now = Date.now()): Promise<FraudDecision> {
-    const k = this.sendKeys(tenant, d);
+    const k = this.sendKeys(tenant, d, now);
     const reply = (await judgeScript.run(
       this.deps.redis,
       { policy: k.policy, all: k.all, index: k.index, decisions: k.decisions, sent: k.sent },
       { f: JSON.stringify(this.args(api, d, now)) },
-      k.dests,
+      fraudTail(k),
     )) as [FraudAction, FraudRule, string];
     const decision = { action: reply[0], rule: reply[1], detail: reply[2] };
     this.noted(api, decision, d.country);

@@ -19,6 +19,20 @@ export class FraudKeys {
     return this.keys.key("fraud", tenant, "dests");
   }
 
+  /**
+   * The tenant's destinations of one kind (`c`, `n`, `p`) ranked by their sends on the UTC day
+   * `day` (`days` 1) or on that day and the one before (`days` 2, kept until the end of the next day): a
+   * sorted set scored by minus the sends, read a page at a time by insights (docs/fraud.md#pages).
+   */
+  rank(tenant: string, days: 1 | 2, kind: string, day: number): string {
+    return this.keys.key("fraud", tenant, "rank", String(days), kind, String(day));
+  }
+
+  /** Where insights add up the day rankings of a longer range, within one script (left empty). */
+  rankScratch(tenant: string): string {
+    return this.keys.key("fraud", tenant, "rank", "scratch");
+  }
+
   /** The tenant's decision records (a stream). */
   decisions(tenant: string): string {
     return this.keys.key("fraud", tenant, "decisions");

@@ -1,13 +1,45 @@
+import { randomUUID } from "node:crypto";
 import { accountOf } from "../accounts/authenticate.js";
 import type { AccountsModule } from "../accounts/module.js";
-import { badField } from "../errors.js";
+import { badField, refusedBy } from "../errors.js";
 import { FraudServiceService } from "../gen/ringfence/verify/v2/fraud_service.js";
 import type { Module } from "../lifecycle/module.js";
+import { takeWindows, tooManyAttempts, type WindowRule } from "../otp/code.js";
+import { WindowKeys } from "../otp/window-keys.js";
+import type { Keys, RedisClient } from "../redis/client.js";
 import type { Registry } from "../registry.js";
 import { bindService, type Handlers } from "../rpc/binding.js";
 import { CALLERS } from "../rpc/surface.js";
 import { FraudInsights } from "./insights.js";
 import { FraudInputError } from "./policy.js";
+
+/** The setting that limits an account's reads of its reports, named in refusals. */
+export const REPORTS_LIMIT_SETTING = "REPORTS_LIMIT_ACCOUNT";
+
+/**
+ * One more read of an account's reports (REPORTS_LIMIT_ACCOUNT, docs/fraud.md#pages): a sliding
+ * window per account over both reports, so that no account reads more than its share however
+ * many calls it makes at once; past it 429 with `Retry-After`.
+ */
+export function reportReads(deps: {
+  redis: RedisClient;
+  keys: Keys;
+  rule: WindowRule;
+}): (customer: string) => Promise<void> {
+  const rl = new WindowKeys(deps.keys);
+  return async (customer) => {
+    const { waitMs } = await takeWindows(
+      deps.redis,
+      [{ key: rl.reports(customer), rule: deps.rule, name: REPORTS_LIMIT_SETTING }],
+      randomUUID(),
+    );
+    if (waitMs === 0) return;
+    throw refusedBy(
+      REPORTS_LIMIT_SETTING,
+      tooManyAttempts("too many reads of this account's reports: try again later", waitMs),
+    );
+  };
+}
 
 /** A refused query parameter as the V2 body names it: 400 `invalid_request` with `param`. */
 async function v2Input<T>(work: () => Promise<T>): Promise<T> {
@@ -20,32 +52,47 @@ async function v2Input<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /** GET /v2/insights/verifications and GET /v2/fraud/decisions: the calling account's traffic (docs/fraud.md#insights). */
-export function fraudHandlers(insights: FraudInsights): Handlers<typeof FraudServiceService> {
+export function fraudHandlers(
+  insights: FraudInsights,
+  allowRead: (customer: string) => Promise<void>,
+): Handlers<typeof FraudServiceService> {
   return {
-    listVerificationInsights: (req, ctx) =>
-      v2Input(() =>
-        insights.verifications(accountOf(ctx).customerUuid, {
+    listVerificationInsights: async (req, ctx) => {
+      const tenant = accountOf(ctx).customerUuid;
+      await allowRead(tenant);
+      return v2Input(() =>
+        insights.verifications(tenant, {
           since: req.since,
           until: req.until,
           groupBy: req.groupBy,
+          limit: req.limit,
+          pageToken: req.pageToken,
         }),
-      ),
-    listFraudDecisions: (req, ctx) =>
-      v2Input(() => insights.decisions(accountOf(ctx).customerUuid, { since: req.since, limit: req.limit })),
+      );
+    },
+    listFraudDecisions: async (req, ctx) => {
+      const tenant = accountOf(ctx).customerUuid;
+      await allowRead(tenant);
+      return v2Input(() =>
+        insights.decisions(tenant, { since: req.since, limit: req.limit, pageToken: req.pageToken }),
+      );
+    },
   };
 }
 
 /**
  * What the fraud engine did, read by the customer: insights per destination and the decision
- * records, authenticated with the account's API key as a V2 bearer. The engine itself runs inside
- * the send scripts (src/verify, src/session); its policy is set with `ringfence fraud`.
+ * records, authenticated with the account's API key as a V2 bearer, a page a call and a limited
+ * number of calls per account. The engine itself runs inside the send scripts (src/verify,
+ * src/session); its policy is set with `ringfence fraud`.
  */
 export function fraudModule(r: Registry, accounts: AccountsModule): Module {
-  const insights = new FraudInsights(r.redis, r.fraud.keys, r.fraud.rules);
+  const insights = new FraudInsights(r.redis, r.fraud.keys, r.fraud.rules, r.secrets);
+  const allowRead = reportReads({ redis: r.redis, keys: r.keys, rule: r.config.REPORTS_LIMIT_ACCOUNT });
   return {
     name: "fraud",
     bindings: [
-      bindService(FraudServiceService, fraudHandlers(insights), {
+      bindService(FraudServiceService, fraudHandlers(insights, allowRead), {
         dialect: "v2",
         callers: CALLERS["ringfence.verify.v2.FraudService"],
         authenticators: { account: accounts.bearer },

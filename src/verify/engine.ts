@@ -196,6 +196,7 @@ export class VerifyEngine {
           codeHash: this.hashCode(authUuid, code),
           retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
           keepUntil: expiresMs + config.AUTHENTICATION_RETENTION_SECONDS * 1000,
+          refusedUntil: t + config.REFUSED_RETENTION_SECONDS * 1000,
           limits: {
             number: config.RATE_LIMIT_NUMBER,
             ip: config.RATE_LIMIT_IP,
@@ -238,7 +239,7 @@ export class VerifyEngine {
               : { url: req.callbackUrl, secretRef: secretRef(ACCOUNT_SECRET_KIND, account.customerUuid) },
         },
         held,
-        fraud.sendKeys(account.customerUuid, destination),
+        fraud.sendKeys(account.customerUuid, destination, t),
       )
       .catch(this.giveBack(store.holdOf(place, sms.reference, "send"), held, call));
     if (judged !== undefined) fraud.noted(req.api, judged, destination.country);
@@ -315,7 +316,7 @@ export class VerifyEngine {
           fraud: fraud.args(auth.api, destination, t),
         },
         held,
-        fraud.sendKeys(account.customerUuid, destination),
+        fraud.sendKeys(account.customerUuid, destination, t),
       )
       .catch(this.giveBack(store.holdOf(place, sms.reference, "retry"), held, call));
     if (r.fraud !== undefined) fraud.noted(auth.api, r.fraud, destination.country);

@@ -2,7 +2,7 @@
 -- windows, billing, and the new code replacing the old one.
 -- KEYS: 1 account, 2 month spend, 3 auth, 4 per-number window, 5 per-account window,
 --       6 the customer's holds, 7 this retry's hold, then the fraud engine's keys
---       (src/fraud/engine.ts, FraudSendKeys), its destinations last
+--       (src/fraud/engine.ts, FraudSendKeys), its destinations' counters and rankings last (fraudTail)
 -- ARGV[1]: JSON {now, attempt, codeHash, maxRetries, retryIntervalMs, price, member, limits, hold}:
 -- `attempt` is the number the caller gave this retry's message (its reference `<auth>.<attempt>`),
 -- the row's `attempts` plus one as the caller read it.

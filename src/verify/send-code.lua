@@ -4,9 +4,11 @@
 -- webhook pending set, the windows (per number, IP, device, account), numbers per IP and per device,
 -- sends into the number's range, the customer's holds (sorted set by deadline), this send's hold,
 -- and the number's V2 target index (args.target: compared first, written when the send is pending).
--- Then the fraud engine's keys (src/fraud/engine.ts, FraudSendKeys), its destinations last.
+-- Then the fraud engine's keys (src/fraud/engine.ts, FraudSendKeys), its destinations' counters and
+-- rankings last (fraudTail).
 -- ARGV[1]: JSON, see src/verify/store.ts (SendArgs). window.lua, hold.lua, stream.lua,
 -- row-events.lua and fraud/engine.lua are prepended.
+-- A refused send (any status but pending) keeps its row until args.refusedUntil.
 -- Returns {status, the setting of the rule that refused it or false, the fraud engine's action
 -- and rule or false (when a rule before it refused)}: pending | rate_limited |
 -- spam_detected, `raced` (see args.target), `stale` when run too late to answer the caller (nothing
@@ -122,15 +124,30 @@ for k, v in pairs(fields) do
   flat[#flat + 1] = k
   flat[#flat + 1] = tostring(v)
 end
+-- A send refused before anything was sent is kept until args.refusedUntil only
+-- (REFUSED_RETENTION_SECONDS, docs/capacity.md#refused-sends): nothing of it outlives that but
+-- its webhook while its delivery is pending.
+local refused = status ~= 'pending'
+local keepUntil = refused and args.refusedUntil or args.keepUntil
 redis.call('HSET', authKey, unpack(flat))
-redis.call('PEXPIREAT', authKey, args.keepUntil)
-if type(args.hook) == 'table' then
+redis.call('PEXPIREAT', authKey, keepUntil)
+-- An API may record no event for a status (V2 records none for a refused creation): then a
+-- refused send has no stream to deliver, and keeps no hook.
+local event = args.events[status]
+local hooked = type(args.hook) == 'table' and (not refused or event ~= '')
+if hooked then
   stream_set_hook(hookKey, args.hook.url, args.hook.secretRef)
   redis.call('PEXPIREAT', hookKey, args.keepUntil)
 end
--- An API may record no event for a status (V2 records none for a refused creation).
-if args.events[status] ~= '' then
-  row_event(authKey, eventsKey, hookKey, pendingKey, args.events[status], (args.compact or {})[status])
+if event ~= '' then
+  row_event(authKey, eventsKey, hookKey, pendingKey, event, (args.compact or {})[status])
+end
+if hooked and refused then
+  -- Its webhook is delivered all the same: the stream stays for the outbox's retries (the start
+  -- makes AUTHENTICATION_RETENTION_SECONDS cover WEBHOOK_GIVE_UP_MS), and goes with its row once
+  -- delivered (finish-stream.lua).
+  redis.call('PEXPIREAT', eventsKey, args.keepUntil)
+  stream_expire_delivered(hookKey, keepUntil)
 end
 if type(args.target) == 'table' and status == 'pending' then
   redis.call('SET', targetKey, args.authUuid, 'PXAT', args.fields.expires_at_ms)

@@ -1,4 +1,11 @@
-import type { FraudAction, FraudArgs, FraudDecision, FraudRule, FraudSendKeys } from "../fraud/engine.js";
+import {
+  fraudTail,
+  type FraudAction,
+  type FraudArgs,
+  type FraudDecision,
+  type FraudRule,
+  type FraudSendKeys,
+} from "../fraud/engine.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
@@ -38,7 +45,13 @@ export interface SendArgs {
   price: number;
   codeHash: string;
   retryIntervalMs: number;
+  /** When the row, its events and webhook stream expire (ms). */
   keepUntil: number;
+  /**
+   * The same for a send refused before anything was sent (REFUSED_RETENTION_SECONDS after it,
+   * docs/capacity.md#refused-sends); its webhook stream stays until `keepUntil` while undelivered.
+   */
+  refusedUntil: number;
   limits: { number: Window | null; ip: Window | null; device: Window | null; account: Window | null };
   spam: { ipNumbers: Window | null; deviceNumbers: Window | null; range: Window | null };
   authentication: NewAuthentication;
@@ -122,7 +135,7 @@ export class VerifyStore extends HoldStore {
         this.redis,
         keys,
         { args: JSON.stringify({ ...rest, fields, hold: { ...hold, release } }) },
-        fraud.dests,
+        fraudTail(fraud),
       ),
     )) as [
       "pending" | "rate_limited" | "spam_detected" | "stale" | "raced",
@@ -209,7 +222,7 @@ export class VerifyStore extends HoldStore {
         this.redis,
         keys,
         { args: JSON.stringify({ ...args, hold: { ...hold, release } }) },
-        fraud.dests,
+        fraudTail(fraud),
       ),
     )) as [RetryStatus | "not_found" | "stale", number, number, string?, FraudAction?, FraudRule?];
     return {

@@ -94,7 +94,7 @@ const advanceCursor = defineScript({
 });
 const finishStream = defineScript({
   file: file("finish-stream"),
-  keys: ["stream", "delivered", "pending"],
+  keys: ["stream", "delivered", "pending", "hook"],
   argv: [],
 });
 const releaseLock = defineScript({ file: file("release-lock"), keys: ["lock"], argv: ["token"] });
@@ -498,7 +498,7 @@ export class WebhookOutbox {
   }
 
   private async finish(list: string, k: OutboxKeys): Promise<boolean> {
-    const keys = { stream: list, delivered: k.delivered, pending: k.pending };
+    const keys = { stream: list, delivered: k.delivered, pending: k.pending, hook: k.hook };
     const [status] = (await finishStream.run(this.redis, keys, {})) as ["finished" | "pending"];
     return status === "finished";
   }

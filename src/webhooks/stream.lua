@@ -8,6 +8,13 @@ local function stream_set_hook(hook, url, secret_ref)
   redis.call('HSET', hook, 'url', url, 'secret_ref', secret_ref)
 end
 
+-- Says when a stream may go once every envelope in it is delivered (`at`, ms): the outbox then
+-- expires the stream, its hook and its count at `at` at the latest (finish-stream.lua), at once
+-- when `at` is past. For a stream nothing is appended to later (a refused send's).
+local function stream_expire_delivered(hook, at)
+  redis.call('HSET', hook, 'expire_delivered_at', tostring(at))
+end
+
 -- Appends an envelope (the exact JSON bytes to POST) and, when the stream has a hook, marks the
 -- stream pending for the outbox. Returns the new length, and 1 when it awaits delivery (else 0).
 local function stream_append(list, hook, pending, envelope)

@@ -6,7 +6,9 @@ import { defineScript } from "../redis/script.js";
 /**
  * A webhook stream is a Redis LIST of JSON envelopes, appended to by the domain and delivered in
  * order by the WebhookOutbox. Beside the list, with keys that share its hash tag:
- * - `<list>:hook` HASH {url, secret_ref}: where to POST and which secret signs (written by the domain);
+ * - `<list>:hook` HASH {url, secret_ref, expire_delivered_at?}: where to POST and which secret signs
+ *   (written by the domain), and, for a stream the domain appends nothing to later, when it may go
+ *   once delivered (ms; the outbox cuts the expiry of the stream, hook and count to it);
  * - `<list>:delivered` STRING: how many envelopes of the list were delivered (absent = 0; outbox only);
  * - `<list>:lock` STRING: the outbox's per-stream delivery lock (outbox only);
  * - `<prefix>whpending:{<tag>}` SET: holds `<list>` while it has undelivered envelopes (the domain

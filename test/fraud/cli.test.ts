@@ -109,6 +109,46 @@ describe("ringfence fraud (CLI)", function () {
     expect(await ok(["decisions", "--app", made.appId])).to.deep.equal({ decisions: [] });
   });
 
+  it("prints insights and decisions a page at a time, --page-token giving the next", async function () {
+    this.timeout(120_000);
+    // From the sources: the options are newer than a build made before them.
+    const fromSources = async (args: string[]) => {
+      const r = await runCli(["fraud", ...args], env);
+      return { ...r, json: r.code === 0 ? (JSON.parse(r.stdout) as Json) : {} };
+    };
+    const c = await FraudCustomer.create(app, sms);
+    const [a, b] = [fr(), fr().replace(/^\+3361/, "+3362")];
+    for (const p of [a, b]) expect((await c.v2(p)).status).to.equal("success");
+    const first = await fromSources([
+      "insights",
+      "--account",
+      c.uuid,
+      "--group-by",
+      "prefix",
+      "--limit",
+      "1",
+    ]);
+    expect(first.code, first.stderr).to.equal(0);
+    expect((first.json.groups as Json[]).map((g) => g.key)).to.deep.equal([a.slice(0, 7)]);
+    const token = String(first.json.next_page_token);
+    const second = await fromSources([
+      "insights",
+      "--account",
+      c.uuid,
+      "--limit",
+      "1",
+      "--page-token",
+      token,
+    ]);
+    expect(second.code, second.stderr).to.equal(0);
+    expect(second.json).to.deep.include({ group_by: "prefix" });
+    expect((second.json.groups as Json[]).map((g) => g.key)).to.deep.equal([b.slice(0, 7)]);
+    expect(second.json).not.to.have.property("next_page_token");
+    const bad = await fromSources(["decisions", "--account", c.uuid, "--page-token", token]);
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr).to.include("--page-token:");
+  });
+
   it("refuses bad input with exit 2 and one line naming it, changing nothing", async () => {
     const c = await FraudCustomer.create(app, sms);
     await ok(["mode", "--account", c.uuid, "shadow"]);

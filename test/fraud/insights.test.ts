@@ -4,6 +4,8 @@ import { FraudServiceClient } from "../../src/gen/ringfence/verify/v2/fraud_serv
 import { insecure, metadata, startTestApp, unary, type TestApp } from "../support/app.js";
 import { FRAUD_TEST_ENV, FraudCustomer } from "../support/fraud-customer.js";
 import { SmsReceiver } from "../support/receivers.js";
+import { byKey, judgeAll, syntheticDestination, walkPages } from "../support/fraud-reports.js";
+import { sample } from "../support/metrics.js";
 import { rest, type Json } from "../support/rest.js";
 
 const DAY_MS = 86_400_000;
@@ -86,19 +88,6 @@ describe("fraud insights and decisions (V2 API)", function () {
     expect((await insights(`?until=${yesterday}`)).groups).to.deep.equal([]);
   });
 
-  it("prunes index members whose counters are gone", async () => {
-    const other = await FraudCustomer.create(app, sms);
-    const phone = "+34612340101";
-    expect((await other.v2(phone)).status).to.equal("success");
-    const keys = app.registry.fraud.keys;
-    await app.registry.redis.del(keys.counters(other.uuid, "c:ES"));
-    const res = await other.get("/v2/insights/verifications");
-    expect(res.body.groups).to.deep.equal([]);
-    const members = await app.registry.redis.zrange(keys.index(other.uuid), "0", "-1");
-    expect(members).not.to.include("c:ES");
-    expect(members).to.include("p:+346123");
-  });
-
   it("lists decisions newest first, numbers masked, with limit and since", async () => {
     const res = await c.get("/v2/fraud/decisions");
     expect(res.status, res.text).to.equal(200);
@@ -167,12 +156,24 @@ describe("fraud insights and decisions (V2 API)", function () {
     const client = new FraudServiceClient(app.grpcAddress, insecure);
     const auth = metadata({ authorization: `Bearer ${c.key}` });
     try {
-      const listed = await unary(client.listFraudDecisions.bind(client), { since: "", limit: "1" }, auth);
+      const listed = await unary(
+        client.listFraudDecisions.bind(client),
+        { since: "", limit: "1", pageToken: "" },
+        auth,
+      );
       expect(listed.err).to.equal(null);
       expect(listed.res?.decisions.map((d) => d.phoneNumber)).to.deep.equal(["+3361234**99"]);
+      // The older one is on the next page.
+      const next = await unary(
+        client.listFraudDecisions.bind(client),
+        { since: "", limit: "1", pageToken: listed.res?.nextPageToken ?? "" },
+        auth,
+      );
+      expect(next.res?.decisions.map((d) => d.phoneNumber)).to.deep.equal(["+3361234**78"]);
+      expect(next.res?.nextPageToken).to.equal(undefined);
       const grouped = await unary(
         client.listVerificationInsights.bind(client),
-        { since: "", until: "", groupBy: "prefix" },
+        { since: "", until: "", groupBy: "prefix", limit: "", pageToken: "" },
         auth,
       );
       expect(grouped.res?.groups.map((g) => [g.key, g.sent, g.blocked])).to.deep.equal([
@@ -181,7 +182,7 @@ describe("fraud insights and decisions (V2 API)", function () {
       ]);
       const bad = await unary(
         client.listVerificationInsights.bind(client),
-        { since: "", until: "", groupBy: "city" },
+        { since: "", until: "", groupBy: "city", limit: "", pageToken: "" },
         auth,
       );
       expect(bad.err?.code).to.equal(GrpcStatus.INVALID_ARGUMENT);
@@ -195,5 +196,273 @@ describe("fraud insights and decisions (V2 API)", function () {
     const other = await FraudCustomer.create(app, sms);
     expect((await other.get("/v2/insights/verifications")).body.groups).to.deep.equal([]);
     expect((await other.get("/v2/fraud/decisions")).body).to.deep.equal({ decisions: [] });
+  });
+});
+
+/**
+ * The reports a page at a time (docs/fraud.md#pages): tenants filled through the engine's own
+ * script (test/support/fraud-reports.ts), read over REST through the real service, with the
+ * default REPORTS_LIMIT_ACCOUNT (60 reads a minute per account).
+ */
+describe("fraud reports, a page at a time", function () {
+  this.timeout(60_000);
+  let app: TestApp;
+  let sms: SmsReceiver;
+  const DAY = DAY_MS;
+
+  before(async () => {
+    sms = await SmsReceiver.start();
+    app = await startTestApp({ SMS_PROVIDER: "http", SMS_HTTP_URL: sms.url, ...FRAUD_TEST_ENV });
+  });
+  after(async () => {
+    await app.stop();
+    await sms.close();
+  });
+
+  const setPolicy = (tenant: string, ...fields: string[]) =>
+    app.registry.redis.hset(app.registry.fraud.keys.policy(tenant), ...fields);
+
+  /**
+   * An account with 240 French prefixes sent 1 to 6 times each (many equal counts, so the order
+   * among equals shows) and 6 German ones only blocked (geo): the groups by prefix as the API
+   * must order them.
+   */
+  async function filled(): Promise<{ c: FraudCustomer; expected: [string, number, number][] }> {
+    const c = await FraudCustomer.create(app, sms);
+    await setPolicy(c.uuid, "g:FR", "trust", "g:DE", "block");
+    const fr = Array.from({ length: 240 }, (_, i) => ({
+      d: syntheticDestination(i),
+      times: 1 + ((i * 7919) % 6),
+    }));
+    const de = Array.from({ length: 6 }, (_, i) => ({ d: syntheticDestination(500 + i, "DE"), times: 1 }));
+    expect(new Set(await judgeAll(app.registry.fraud, c.uuid, fr))).to.deep.equal(new Set(["allow"]));
+    expect(new Set(await judgeAll(app.registry.fraud, c.uuid, de))).to.deep.equal(new Set(["block"]));
+    const expected: [string, number, number][] = [
+      ...fr.map(({ d, times }): [string, number, number] => [d.prefix, times, 0]),
+      ...de.map(({ d }): [string, number, number] => [d.prefix, 0, 1]),
+    ];
+    expected.sort((a, b) => b[1] - a[1] || byKey(a[0], b[0]));
+    return { c, expected };
+  }
+
+  const rows = (groups: unknown) => (groups as Json[]).map((g) => [g.key, g.sent, g.blocked]);
+
+  it("answers 100 groups by default and at most 1000, the most sent first and equals by key", async () => {
+    const { c, expected } = await filled();
+    const first = await c.get("/v2/insights/verifications?group_by=prefix");
+    expect(first.status, first.text).to.equal(200);
+    expect(rows(first.body.groups)).to.deep.equal(expected.slice(0, 100));
+    expect(first.body.next_page_token)
+      .to.be.a("string")
+      .and.match(/^[\w-]+\.[\w-]+$/);
+
+    const all = await c.get("/v2/insights/verifications?group_by=prefix&limit=1000");
+    expect(all.status, all.text).to.equal(200);
+    expect(rows(all.body.groups)).to.deep.equal(expected);
+    // The last page says so by leaving the token out.
+    expect(all.body).not.to.have.property("next_page_token");
+    expect(Object.keys(all.body).sort()).to.deep.equal(["group_by", "groups", "since", "until"]);
+  });
+
+  it("walks every group exactly once and in order, page token after page token", async () => {
+    const { c, expected } = await filled();
+    const pages = await walkPages((p) => c.get(p), "/v2/insights/verifications", "group_by=prefix", 37);
+    expect(pages).to.have.length(Math.ceil(expected.length / 37));
+    const walked = pages.flatMap((p) => rows(p.groups));
+    expect(walked).to.deep.equal(expected);
+    expect(new Set(walked.map((r) => r[0])).size).to.equal(expected.length);
+    // Every page answers the range of the first.
+    expect(
+      new Set(pages.map((p) => `${String(p.since)} ${String(p.until)} ${String(p.group_by)}`)).size,
+    ).to.equal(1);
+
+    // A group sent to between two pages moves up, above the page asked for: the next page goes on
+    // after the last group answered, as it stands.
+    const firstPage = await c.get("/v2/insights/verifications?group_by=prefix&limit=50");
+    const token = String(firstPage.body.next_page_token);
+    const [movedUp] = expected[120] ?? [];
+    await judgeAll(app.registry.fraud, c.uuid, [
+      { d: syntheticDestination(Number(movedUp?.slice(2))), times: 10 },
+    ]);
+    const next = await c.get(`/v2/insights/verifications?group_by=prefix&limit=50&page_token=${token}`);
+    expect(rows(next.body.groups)).to.deep.equal(expected.slice(50, 100));
+    // The last group answered moves up too: the page after it still starts where it was.
+    const [cursor] = expected[99] ?? [];
+    await judgeAll(app.registry.fraud, c.uuid, [
+      { d: syntheticDestination(Number(cursor?.slice(2))), times: 1 },
+    ]);
+    const third = await c.get(
+      `/v2/insights/verifications?group_by=prefix&limit=50&page_token=${String(next.body.next_page_token)}`,
+    );
+    expect(rows(third.body.groups)).to.deep.equal([...expected.slice(100, 120), ...expected.slice(121, 151)]);
+  });
+
+  it("refuses a bad limit or page_token with 400 naming it, and changes nothing", async () => {
+    const { c } = await filled();
+    const other = await filled();
+    const path = "/v2/insights/verifications?group_by=prefix&limit=10";
+    const first = await c.get(path);
+    const token = String(first.body.next_page_token);
+    const second = await c.get(`${path}&page_token=${token}`);
+    expect(second.status, second.text).to.equal(200);
+    const keys = await app.registry.redis.keys(`${app.config.REDIS_KEY_PREFIX}fraud:{${c.uuid}}:*`);
+    const before = await Promise.all(keys.sort().map((k) => app.registry.redis.dump(k)));
+
+    const bad = async (query: string, param: string, names: string) => {
+      const res = await c.get(`/v2/insights/verifications?${query}`);
+      expect(res.status, res.text).to.equal(400);
+      expect(res.body).to.include({ code: "invalid_request", type: "bad_request", param });
+      expect(String(res.body.message)).to.include(names);
+    };
+    for (const limit of ["0", "1001", "ten", "-1", "1e2", "10.5"])
+      await bad(`limit=${limit}`, "limit", `"${limit}"`);
+    const [body = "", signature = ""] = token.split(".");
+    const tampered = Buffer.from(
+      Buffer.from(body, "base64url")
+        .toString("utf8")
+        .replace(/"after":\[(\d+)/, (_m, n: string) => `"after":[${Number(n) + 1}`),
+    ).toString("base64url");
+    const otherToken = String((await other.c.get(path)).body.next_page_token);
+    const decisionsToken = String((await c.get("/v2/fraud/decisions?limit=1")).body.next_page_token);
+    for (const t of [
+      "nope",
+      `${tampered}.${signature}`,
+      `${body}.${signature}x`,
+      otherToken,
+      decisionsToken,
+      `${token}.${signature}`,
+    ]) {
+      await bad(
+        `group_by=prefix&limit=10&page_token=${encodeURIComponent(t)}`,
+        "page_token",
+        "next_page_token",
+      );
+    }
+    // A token is for the query of its first page.
+    await bad(`group_by=country&page_token=${token}`, "page_token", "group_by");
+    await bad(`since=2026-01-01T00:00:00Z&page_token=${token}`, "page_token", "since");
+
+    // The same page as before, and the account's data as it was.
+    const again = await c.get(`${path}&page_token=${token}`);
+    expect(again.body).to.deep.equal(second.body);
+    const after = await Promise.all(keys.sort().map((k) => app.registry.redis.dump(k)));
+    expect(after).to.deep.equal(before);
+  });
+
+  it("ranks the default 24 hours and longer ranges by the sends over their whole days", async () => {
+    const c = await FraudCustomer.create(app, sms);
+    await setPolicy(c.uuid, "g:FR", "trust");
+    const today = Math.floor(Date.now() / DAY) * DAY;
+    const at = (daysAgo: number) => today - daysAgo * DAY + 3_600_000;
+    // Sends per prefix two days ago, yesterday and today.
+    const plan: Record<number, [number, number, number]> = {
+      0: [9, 0, 0],
+      1: [0, 5, 0],
+      2: [0, 0, 4],
+      3: [0, 2, 2],
+      4: [1, 1, 1],
+      5: [0, 3, 0],
+      6: [4, 0, 1],
+    };
+    const sends = Object.entries(plan).flatMap(([i, days]) =>
+      days.map((times, k) => ({ d: syntheticDestination(Number(i)), times, at: at(2 - k) })),
+    );
+    await judgeAll(app.registry.fraud, c.uuid, sends);
+    const ranked = (days: number[]) =>
+      Object.entries(plan)
+        .map(([i, counts]): [string, number] => [
+          syntheticDestination(Number(i)).prefix,
+          days.reduce((sum, k) => sum + (counts[k] ?? 0), 0),
+        ])
+        .filter(([, sent]) => sent > 0)
+        .sort((a, b) => b[1] - a[1] || byKey(a[0], b[0]));
+    const sentBy = async (query: string) => {
+      const pages = await walkPages(
+        (p) => c.get(p),
+        "/v2/insights/verifications",
+        `group_by=prefix${query}`,
+        2,
+      );
+      return pages.flatMap((p) => (p.groups as Json[]).map((g) => [g.key, g.sent]));
+    };
+    // The last 24 hours count yesterday and today whole.
+    expect(await sentBy("")).to.deep.equal(ranked([1, 2]));
+    expect(await sentBy(`&since=${new Date(today).toISOString()}`)).to.deep.equal(ranked([2]));
+    expect(await sentBy(`&since=${new Date(at(2)).toISOString()}`)).to.deep.equal(ranked([0, 1, 2]));
+    expect(
+      await sentBy(`&since=${new Date(at(2)).toISOString()}&until=${new Date(at(1)).toISOString()}`),
+    ).to.deep.equal(ranked([0, 1]));
+    expect(
+      await sentBy(`&since=${new Date(at(2)).toISOString()}&until=${new Date(at(2)).toISOString()}`),
+    ).to.deep.equal(ranked([0]));
+  });
+
+  it("walks the decisions newest first, each once, with since kept from page to page", async () => {
+    const c = await FraudCustomer.create(app, sms);
+    await setPolicy(c.uuid, "g:DE", "block");
+    for (let i = 0; i < 25; i++) {
+      await judgeAll(app.registry.fraud, c.uuid, [{ d: syntheticDestination(i, "DE"), times: 1 }]);
+    }
+    const ids = (pages: Json[]) => pages.flatMap((p) => (p.decisions as Json[]).map((d) => String(d.id)));
+    const walked = ids(await walkPages((p) => c.get(p), "/v2/fraud/decisions", "", 10));
+    expect(walked).to.have.length(25);
+    expect(new Set(walked).size).to.equal(25);
+    const ms = (id: string) => Number(id.split("-")[0]);
+    expect(walked.map(ms)).to.deep.equal(walked.map(ms).sort((a, b) => b - a));
+    // `since` holds for every page: a walk from the 10th newest decision's millisecond.
+    const from = ms(walked[9] ?? "");
+    const since = new Date(from).toISOString();
+    const recent = ids(await walkPages((p) => c.get(p), "/v2/fraud/decisions", `since=${since}`, 3));
+    expect(recent).to.deep.equal(walked.filter((id) => ms(id) >= from));
+
+    const first = await c.get("/v2/fraud/decisions?limit=10");
+    const token = String(first.body.next_page_token);
+    const bad = async (query: string, param: string) => {
+      const res = await c.get(`/v2/fraud/decisions?${query}`);
+      expect(res.status, res.text).to.equal(400);
+      expect(res.body).to.include({ code: "invalid_request", param });
+    };
+    await bad(`page_token=${token}x`, "page_token");
+    await bad(`since=${since}&page_token=${token}`, "page_token");
+    await bad("limit=1001", "limit");
+  });
+
+  it("refuses an account's 61st read in a window with 429 and Retry-After, and serves the others", async () => {
+    const c = await FraudCustomer.create(app, sms);
+    const neighbour = await FraudCustomer.create(app, sms);
+    const refusals = async () =>
+      sample((await app.registry.metrics.exposition()).body, "ringfence_abuse_refusals_total", {
+        rule: "REPORTS_LIMIT_ACCOUNT",
+      });
+    const refusedBefore = await refusals();
+    // Both reports count in one window, pages and bad parameters alike.
+    const paths = ["/v2/insights/verifications", "/v2/fraud/decisions", "/v2/insights/verifications?limit=0"];
+    const statuses = await Promise.all(
+      Array.from({ length: 60 }, async (_, i) => (await c.get(paths[i % 3] ?? "")).status),
+    );
+    expect(statuses.filter((x) => x === 429)).to.deep.equal([]);
+    for (const path of ["/v2/insights/verifications?group_by=prefix", "/v2/fraud/decisions"]) {
+      const res = await c.get(path);
+      expect(res.status, res.text).to.equal(429);
+      expect(res.body).to.include({ code: "too_many_attempts", type: "too_many_requests" });
+      expect(res.body.message).to.be.a("string");
+      expect(Number(res.headers.get("retry-after"))).to.be.within(1, 60);
+    }
+    expect(await refusals()).to.equal(refusedBefore + 2);
+    // Over gRPC as well: the same window.
+    const client = new FraudServiceClient(app.grpcAddress, insecure);
+    try {
+      const refused = await unary(
+        client.listFraudDecisions.bind(client),
+        { since: "", limit: "", pageToken: "" },
+        metadata({ authorization: `Bearer ${c.key}` }),
+      );
+      expect(refused.err?.code).to.equal(GrpcStatus.RESOURCE_EXHAUSTED);
+    } finally {
+      client.close();
+    }
+    // Another account reads as usual.
+    expect((await neighbour.get("/v2/insights/verifications")).status).to.equal(200);
+    expect((await neighbour.get("/v2/fraud/decisions")).status).to.equal(200);
   });
 });

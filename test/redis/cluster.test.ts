@@ -114,7 +114,7 @@ describe("on a Redis Cluster", () => {
     expect(checked.body).to.include({ id: created.body.id, status: "success" });
   });
 
-  it("obeys a fraud policy and reads insights and decisions, pruning on the tenant's slot", async () => {
+  it("obeys a fraud policy and reads insights and decisions a page at a time on the tenant's slot", async () => {
     const { account, apiKey } = await app.registry.accounts.create({
       name: "Cluster fraud",
       balanceMicros: 1_000_000,
@@ -130,13 +130,24 @@ describe("on a Redis Cluster", () => {
       (await post("/v2/verification", { target: { type: "phone_number", value } }, bearer)).body;
     expect(await send("+33612345680")).to.include({ status: "blocked", reason: "suspicious" });
     expect(await send("+34612345680")).to.include({ status: "success" });
-    // Its counters gone (as if expired): insights leave it out and drop it from the index.
-    await app.registry.redis.del(keys.counters(tenant, "c:ES"));
-    const insights = await rest(app.baseUrl).get("/v2/insights/verifications", bearer);
-    expect(insights.body.groups).to.deep.equal([
+    const groups = [
+      { key: "ES", sent: 1, verified: 0, conversion_rate: 0, blocked: 0 },
       { key: "FR", sent: 0, verified: 0, conversion_rate: 0, blocked: 1 },
-    ]);
-    expect(await app.registry.redis.zscore(keys.index(tenant), "c:ES")).to.equal(null);
+    ];
+    // A page of one, then the next from its token (the rankings are on the tenant's slot).
+    const first = await rest(app.baseUrl).get("/v2/insights/verifications?limit=1", bearer);
+    expect(first.body.groups).to.deep.equal(groups.slice(0, 1));
+    const token = encodeURIComponent(String(first.body.next_page_token));
+    const second = await rest(app.baseUrl).get(
+      `/v2/insights/verifications?limit=1&page_token=${token}`,
+      bearer,
+    );
+    expect(second.body.groups).to.deep.equal(groups.slice(1));
+    expect(second.body).not.to.have.property("next_page_token");
+    // Three days: their rankings added up in a scratch key of the same slot.
+    const since = new Date(Date.now() - 2 * 86_400_000).toISOString();
+    const longer = await rest(app.baseUrl).get(`/v2/insights/verifications?since=${since}`, bearer);
+    expect(longer.body.groups).to.deep.equal(groups);
     const decisions = await rest(app.baseUrl).get("/v2/fraud/decisions", bearer);
     expect((decisions.body.decisions as Json[]).map((d) => [d.rule, d.phone_number])).to.deep.equal([
       ["geo", "+3361234**80"],

@@ -98,6 +98,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       codeHash: "h",
       retryIntervalMs: 1000,
       keepUntil: now + 600_000,
+      refusedUntil: now + 600_000,
       limits: { number: null, ip: null, device: null, account: null },
       spam: { ipNumbers: null, deviceNumbers: null, range: null },
       target: null,

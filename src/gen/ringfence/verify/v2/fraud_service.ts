@@ -33,6 +33,16 @@ export interface ListVerificationInsightsRequest {
   until: string;
   /** `country` (the default), `network` or `prefix`. */
   groupBy: string;
+  /**
+   * How many groups at most, a whole number from 1 to 1000; 100 when left out. A string so that
+   * a bad value is answered with `param: "limit"`.
+   */
+  limit: string;
+  /**
+   * The `next_page_token` of the previous page, for the page after it; left out for the first
+   * page. `since`, `until` and `group_by` are then those of the first page (or left out).
+   */
+  pageToken: string;
 }
 
 /** VerificationInsightsGroup is what one destination did over the range. */
@@ -67,8 +77,16 @@ export interface ListVerificationInsightsResponse {
   until: string;
   /** How the groups are keyed: `country`, `network` or `prefix`. */
   groupBy: string;
-  /** One group per destination with traffic in the range, the most sent first. */
+  /**
+   * One group per destination with traffic in the range, the most sent first, then by key: at
+   * most `limit` of them, after those of the pages before.
+   */
   groups: VerificationInsightsGroup[];
+  /**
+   * Where the next page starts, to pass as `page_token`; left out on the last page. Opaque, and
+   * good for this account and query only.
+   */
+  nextPageToken?: string | undefined;
 }
 
 /** ListFraudDecisionsRequest is the query of GET /v2/fraud/decisions. */
@@ -80,6 +98,11 @@ export interface ListFraudDecisionsRequest {
    * that a bad value is answered with `param: "limit"`.
    */
   limit: string;
+  /**
+   * The `next_page_token` of the previous page, for the page after it; left out for the first
+   * page. `since` is then that of the first page (or left out).
+   */
+  pageToken: string;
 }
 
 /** FraudDecision is one `block` or `would_block` of the engine. */
@@ -110,12 +133,17 @@ export interface FraudDecision {
 
 /** ListFraudDecisionsResponse is the answer of GET /v2/fraud/decisions. */
 export interface ListFraudDecisionsResponse {
-  /** The decisions, newest first. */
+  /** The decisions, newest first: at most `limit` of them, after those of the pages before. */
   decisions: FraudDecision[];
+  /**
+   * Where the next page starts, to pass as `page_token`; left out on the last page. Opaque, and
+   * good for this account and query only.
+   */
+  nextPageToken?: string | undefined;
 }
 
 function createBaseListVerificationInsightsRequest(): ListVerificationInsightsRequest {
-  return { since: "", until: "", groupBy: "" };
+  return { since: "", until: "", groupBy: "", limit: "", pageToken: "" };
 }
 
 export const ListVerificationInsightsRequest: MessageFns<ListVerificationInsightsRequest> = {
@@ -128,6 +156,12 @@ export const ListVerificationInsightsRequest: MessageFns<ListVerificationInsight
     }
     if (message.groupBy !== "") {
       writer.uint32(26).string(message.groupBy);
+    }
+    if (message.limit !== "") {
+      writer.uint32(34).string(message.limit);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(42).string(message.pageToken);
     }
     return writer;
   },
@@ -167,6 +201,22 @@ export const ListVerificationInsightsRequest: MessageFns<ListVerificationInsight
             }
 
             message.groupBy = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.limit = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.pageToken = reader.string();
             continue;
           }
         }
@@ -273,7 +323,7 @@ export const VerificationInsightsGroup: MessageFns<VerificationInsightsGroup> = 
 };
 
 function createBaseListVerificationInsightsResponse(): ListVerificationInsightsResponse {
-  return { since: "", until: "", groupBy: "", groups: [] };
+  return { since: "", until: "", groupBy: "", groups: [], nextPageToken: undefined };
 }
 
 export const ListVerificationInsightsResponse: MessageFns<ListVerificationInsightsResponse> = {
@@ -289,6 +339,9 @@ export const ListVerificationInsightsResponse: MessageFns<ListVerificationInsigh
     }
     for (const v of message.groups) {
       VerificationInsightsGroup.encode(v!, writer.uint32(34).fork()).join();
+    }
+    if (message.nextPageToken !== undefined) {
+      writer.uint32(42).string(message.nextPageToken);
     }
     return writer;
   },
@@ -338,6 +391,14 @@ export const ListVerificationInsightsResponse: MessageFns<ListVerificationInsigh
             message.groups.push(VerificationInsightsGroup.decode(reader, reader.uint32()));
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -352,7 +413,7 @@ export const ListVerificationInsightsResponse: MessageFns<ListVerificationInsigh
 };
 
 function createBaseListFraudDecisionsRequest(): ListFraudDecisionsRequest {
-  return { since: "", limit: "" };
+  return { since: "", limit: "", pageToken: "" };
 }
 
 export const ListFraudDecisionsRequest: MessageFns<ListFraudDecisionsRequest> = {
@@ -362,6 +423,9 @@ export const ListFraudDecisionsRequest: MessageFns<ListFraudDecisionsRequest> = 
     }
     if (message.limit !== "") {
       writer.uint32(18).string(message.limit);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
     }
     return writer;
   },
@@ -393,6 +457,14 @@ export const ListFraudDecisionsRequest: MessageFns<ListFraudDecisionsRequest> = 
             }
 
             message.limit = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
             continue;
           }
         }
@@ -565,13 +637,16 @@ export const FraudDecision: MessageFns<FraudDecision> = {
 };
 
 function createBaseListFraudDecisionsResponse(): ListFraudDecisionsResponse {
-  return { decisions: [] };
+  return { decisions: [], nextPageToken: undefined };
 }
 
 export const ListFraudDecisionsResponse: MessageFns<ListFraudDecisionsResponse> = {
   encode(message: ListFraudDecisionsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.decisions) {
       FraudDecision.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== undefined) {
+      writer.uint32(18).string(message.nextPageToken);
     }
     return writer;
   },
@@ -597,6 +672,14 @@ export const ListFraudDecisionsResponse: MessageFns<ListFraudDecisionsResponse> 
             message.decisions.push(FraudDecision.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -619,6 +702,12 @@ export const ListFraudDecisionsResponse: MessageFns<ListFraudDecisionsResponse> 
  * Every call authenticates with `authorization: Bearer <api key>` (the account's API key), and
  * reads that account's traffic only. Errors carry `{code, message, type, request_id, param}`;
  * a bad query parameter is 400 `invalid_request` with `param` naming it.
+ *
+ * Both lists come a page at a time: `limit` items at most (100 by default, 1000 at most), and
+ * `next_page_token`, when more follow, to pass as `page_token` for the next page with the same
+ * other parameters (or without them). One call costs the same however many destinations or
+ * decisions the account has. An account reads its reports at most REPORTS_LIMIT_ACCOUNT times
+ * per window (60 a minute by default); past it 429 `too_many_attempts` with `Retry-After`.
  */
 export type FraudServiceService = typeof FraudServiceService;
 export const FraudServiceService = {
@@ -627,7 +716,10 @@ export const FraudServiceService = {
    *
    * The account's traffic, grouped by country, network or number prefix. The counters are kept per UTC day, so a range counts every whole
    * day it touches: `since=2026-01-02T18:00:00Z` counts all of January 2. Days older than
-   * FRAUD_BASELINE_DAYS are no longer kept and count nothing.
+   * FRAUD_BASELINE_DAYS are no longer kept and count nothing. Groups come the most sent first,
+   * then by key. One UTC day and the last 24 hours are paged from rankings kept for them; another
+   * range adds up the rankings of its days while they hold at most 5000 entries together, and is
+   * refused past that with `param: "since"`.
    */
   listVerificationInsights: {
     path: "/ringfence.verify.v2.FraudService/ListVerificationInsights" as const,
@@ -666,7 +758,10 @@ export interface FraudServiceServer extends UntypedServiceImplementation {
    *
    * The account's traffic, grouped by country, network or number prefix. The counters are kept per UTC day, so a range counts every whole
    * day it touches: `since=2026-01-02T18:00:00Z` counts all of January 2. Days older than
-   * FRAUD_BASELINE_DAYS are no longer kept and count nothing.
+   * FRAUD_BASELINE_DAYS are no longer kept and count nothing. Groups come the most sent first,
+   * then by key. One UTC day and the last 24 hours are paged from rankings kept for them; another
+   * range adds up the rankings of its days while they hold at most 5000 entries together, and is
+   * refused past that with `param: "since"`.
    */
   listVerificationInsights: handleUnaryCall<ListVerificationInsightsRequest, ListVerificationInsightsResponse>;
   /**
@@ -683,7 +778,10 @@ export interface FraudServiceClient extends Client {
    *
    * The account's traffic, grouped by country, network or number prefix. The counters are kept per UTC day, so a range counts every whole
    * day it touches: `since=2026-01-02T18:00:00Z` counts all of January 2. Days older than
-   * FRAUD_BASELINE_DAYS are no longer kept and count nothing.
+   * FRAUD_BASELINE_DAYS are no longer kept and count nothing. Groups come the most sent first,
+   * then by key. One UTC day and the last 24 hours are paged from rankings kept for them; another
+   * range adds up the rankings of its days while they hold at most 5000 entries together, and is
+   * refused past that with `param: "since"`.
    */
   listVerificationInsights(
     request: ListVerificationInsightsRequest,
