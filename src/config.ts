@@ -179,6 +179,7 @@ const schema = z
       .max(7 * 86_400_000)
       .default(86_400_000),
     WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+    WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(255).default(2),
     WEBHOOK_SWEEP_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
 
     // One-time codes of the V1 verification (docs/settings.md#one-time-codes).
@@ -200,7 +201,6 @@ const schema = z
       .min(60)
       .max(90 * 86_400)
       .default(3 * 86_400),
-
     // How long a send refused before anything was sent keeps its record (docs/capacity.md#refused-sends).
     REFUSED_RETENTION_SECONDS: z.coerce
       .number()
@@ -208,6 +208,7 @@ const schema = z
       .min(60)
       .max(90 * 86_400)
       .default(3_600),
+
     // Abuse protection: sends per window, and what counts as spam.
     RATE_LIMIT_NUMBER: window.default({ limit: 5, windowSeconds: 600 }),
     RATE_LIMIT_IP: window.default({ limit: 20, windowSeconds: 600 }),
@@ -226,8 +227,8 @@ const schema = z
     // The fraud engine (docs/fraud.md): windows and thresholds of its adaptive rules.
     FRAUD_WINDOW_SECONDS: z.coerce.number().int().min(60).max(86_400).default(3_600),
     FRAUD_NEW_DESTINATION_SENDS: z.coerce.number().int().min(1).max(1_000_000).default(10),
-    FRAUD_BASELINE_DAYS: z.coerce.number().int().min(1).max(60).default(14),
     FRAUD_NEW_DESTINATION_BUDGET: z.coerce.number().int().min(1).max(1_000_000).default(30),
+    FRAUD_BASELINE_DAYS: z.coerce.number().int().min(1).max(60).default(14),
     FRAUD_BASELINE_SHARE: z.coerce.number().min(0).max(10).default(0.1),
     FRAUD_CONVERSION_CREDIT: z.coerce.number().min(0).max(100).default(2),
     FRAUD_GRACE_SECONDS: z.coerce.number().int().min(0).max(86_400).default(300),
@@ -235,9 +236,9 @@ const schema = z
     FRAUD_CONVERSION_DROP: z.coerce.number().min(0).max(1).default(0.5),
     FRAUD_PREFIX_DIGITS: z.coerce.number().int().min(2).max(12).default(6),
     FRAUD_DECISIONS_MAX: z.coerce.number().int().min(100).max(10_000_000).default(10_000),
-
     // Reads of the fraud reports per account (docs/fraud.md#pages).
     REPORTS_LIMIT_ACCOUNT: window.default({ limit: 60, windowSeconds: 60 }),
+
     // Abuse limits of the session service (docs/settings.md#session-abuse-limits): codes sent, codes checked and
     // failed client authentications per window.
     STEPUP_LIMIT_USER: window.default({ limit: 10, windowSeconds: 3_600 }),
@@ -245,6 +246,7 @@ const schema = z
     OTP_CHECK_LIMIT: window.default({ limit: 10, windowSeconds: 900 }),
     LOGIN_LIMIT_APP: window.default({ limit: 1_000, windowSeconds: 3_600 }),
     LOGIN_LIMIT_IP: window.default({ limit: 10, windowSeconds: 3_600 }),
+    APP_SMS_DAILY_LIMIT: window.default({ limit: 10_000, windowSeconds: 86_400 }),
     TOKEN_FAILURES_CLIENT: window.default({ limit: 10, windowSeconds: 300 }),
     TOKEN_FAILURES_IP: window.default({ limit: 30, windowSeconds: 300 }),
     // Wrong account API keys (V1 x-api-key, V2 bearer) from one client address (docs/settings.md#session-abuse-limits).
@@ -256,7 +258,6 @@ const schema = z
     TRUSTED_PROXY_CIDRS: cidrs.default([]),
     // Caller-supplied URLs may reach private or reserved addresses only inside these (section 7).
     OUTBOUND_ALLOWED_CIDRS: cidrs.default([]),
-    APP_SMS_DAILY_LIMIT: window.default({ limit: 10_000, windowSeconds: 86_400 }),
   })
   .strip();
 
@@ -551,6 +552,14 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
       "How long a provider's message id leads to its authentication: a delivery receipt arriving later " +
       "is logged and dropped.",
   },
+  REFUSED_RETENTION_SECONDS: {
+    section: "retention",
+    text:
+      "How long a send refused before anything was sent (V1 `rate_limited` and `spam_detected`, V2 " +
+      "`blocked`) keeps its authentication, counted from the send (read-back answers until then); its " +
+      "webhook, when it has one, is kept past it only until delivered. Windows and fraud counters keep " +
+      "their own lifetimes.",
+  },
   RATE_LIMIT_NUMBER: {
     section: "sends",
     rule: WINDOW_RULE,
@@ -585,6 +594,13 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     section: "fraud",
     text: "Sends a destination gets per window before its conversions and history must vouch for more.",
   },
+  FRAUD_NEW_DESTINATION_BUDGET: {
+    section: "fraud",
+    text:
+      "Unconverted new destinations a tenant may add per window: blocked sends to destinations not yet " +
+      "counted add them to the tenant's counters and index only this many times per window " +
+      "([fraud.md](fraud.md#what-redis-keeps)).",
+  },
   FRAUD_BASELINE_DAYS: {
     section: "fraud",
     text: "Days of history a destination's baseline and the tenant's conversion are read from.",
@@ -594,13 +610,6 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     text: "Share of a destination's busiest day of conversions (over the baseline) it may get per window.",
   },
   FRAUD_CONVERSION_CREDIT: {
-  FRAUD_NEW_DESTINATION_BUDGET: {
-    section: "fraud",
-    text:
-      "Unconverted new destinations a tenant may add per window: blocked sends to destinations not yet " +
-      "counted add them to the tenant's counters and index only this many times per window " +
-      "([fraud.md](fraud.md#what-redis-keeps)).",
-  },
     section: "fraud",
     text: "Sends each conversion in the window earns its destination.",
   },
@@ -643,6 +652,13 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     rule: WINDOW_RULE,
     text: "Login codes asked from one client address, per app.",
   },
+  APP_SMS_DAILY_LIMIT: {
+    section: "session",
+    rule: WINDOW_RULE,
+    text:
+      "Login SMS of one app to numbers no user of the app holds yet; codes to the app's users (step-up " +
+      "codes among them) are neither counted nor refused.",
+  },
   STEPUP_LIMIT_USER: {
     section: "session",
     rule: WINDOW_RULE,
@@ -676,13 +692,6 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     text:
       "Wrong account API keys (V1 `x-api-key`, V2 bearer) per client address; while the window is full " +
       "its wrong keys get 429 (V1: 400 `bad_request`) with `Retry-After`, and a right key is still served.",
-  APP_SMS_DAILY_LIMIT: {
-    section: "session",
-    rule: WINDOW_RULE,
-    text:
-      "Login SMS of one app to numbers no user of the app holds yet; codes to the app's users (step-up " +
-      "codes among them) are neither counted nor refused.",
-  },
   },
   PASSWORD_FAILURES_IDENTIFIER: {
     section: "session",
@@ -710,6 +719,17 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     text: "Age after which an undelivered event is no longer retried (the default is 24 h).",
   },
   WEBHOOK_CONCURRENCY: { section: "webhooks", text: "Event streams delivered at once, per worker." },
+  WEBHOOK_ENDPOINT_CONCURRENCY: {
+    section: "webhooks",
+    rule: "a whole number from 1 to 255, below `WEBHOOK_CONCURRENCY` (unset: 2, or less under a smaller `WEBHOOK_CONCURRENCY`)",
+    text:
+      "Event streams delivered at once to one endpoint (an account's or app subscription's receiver: " +
+      "the scheme, host and port of its URL), per worker; the endpoint's other deliveries wait in the " +
+      "queue without holding a slot. An endpoint that leaves 2 deliveries in a row unanswered is " +
+      "paused, from `WEBHOOK_BACKOFF_BASE_MS` doubled at each pause in a row up to " +
+      "`WEBHOOK_BACKOFF_MAX_MS`; its events are kept and delivered once it answers " +
+      "([decisions.md](decisions.md#15-webhook-delivery)).",
+  },
   WEBHOOK_SWEEP_INTERVAL_MS: {
     section: "webhooks",
     text: "How often undelivered streams are looked for after the sweep at start (`0`: only at start).",
@@ -861,6 +881,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (rest.AUTHENTICATION_RETENTION_SECONDS < rest.OTP_TTL_SECONDS) {
     throw new ConfigError(
       `invalid AUTHENTICATION_RETENTION_SECONDS: must be at least OTP_TTL_SECONDS (${rest.OTP_TTL_SECONDS}) (got ${shownValue("AUTHENTICATION_RETENTION_SECONDS", env.AUTHENTICATION_RETENTION_SECONDS)})`,
+    );
+  }
+  // One endpoint may not take every delivery slot: others' webhooks go on while it hangs. Unset, it
+  // fits under a small WEBHOOK_CONCURRENCY, so a setting that started before still starts.
+  if (given.WEBHOOK_ENDPOINT_CONCURRENCY === undefined) {
+    rest.WEBHOOK_ENDPOINT_CONCURRENCY = Math.max(
+      1,
+      Math.min(rest.WEBHOOK_ENDPOINT_CONCURRENCY, rest.WEBHOOK_CONCURRENCY - 1),
+    );
+  } else if (rest.WEBHOOK_ENDPOINT_CONCURRENCY >= rest.WEBHOOK_CONCURRENCY) {
+    throw new ConfigError(
+      `invalid WEBHOOK_ENDPOINT_CONCURRENCY: must be below WEBHOOK_CONCURRENCY (${rest.WEBHOOK_CONCURRENCY}), or one endpoint that hangs could hold every delivery (got ${shownValue("WEBHOOK_ENDPOINT_CONCURRENCY", env.WEBHOOK_ENDPOINT_CONCURRENCY)})`,
     );
   }
   // An authentication's events are its webhook stream: they must outlive the delivery's retries.

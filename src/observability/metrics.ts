@@ -43,12 +43,15 @@ export class Metrics {
   private readonly verificationsVerified: Counter<"api" | "country">;
   /** Read at scrape time for the webhook backlog gauge; set once the outbox exists. */
   webhookBacklog: (() => Promise<number>) | undefined;
+  /** Read at scrape time: the webhook endpoints this process holds paused. */
+  webhookEndpointsPaused: (() => number) | undefined;
   /** Read at scrape time for the Redis up gauge: whether the watchdog's last PING was answered. */
   redisUp: (() => boolean) | undefined;
 
   constructor() {
     const registers = [this.registry];
     const backlog = () => this.webhookBacklog?.();
+    const endpointsPaused = () => this.webhookEndpointsPaused?.();
     const redisUp = () => this.redisUp?.();
     collectDefaultMetrics({ register: this.registry });
     this.requests = new Counter({
@@ -139,6 +142,17 @@ export class Metrics {
       async collect() {
         const read = backlog();
         if (read !== undefined) this.set(await read.catch(() => Number.NaN));
+      },
+    });
+    new Gauge({
+      name: "ringfence_webhook_endpoints_paused",
+      help: "Webhook endpoints paused because their last POSTs went unanswered (timed out, unreachable); their deliveries wait, kept, for the pause to end",
+      registers,
+      // Each worker pauses the endpoints it saw fail: the most any worker holds paused.
+      aggregator: "max",
+      collect() {
+        const paused = endpointsPaused();
+        if (paused !== undefined) this.set(paused);
       },
     });
     this.redisErrors = new Counter({

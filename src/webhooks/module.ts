@@ -28,6 +28,7 @@ export function webhooksModule(r: Registry, sweep: boolean): WebhooksModule {
     outbound: r.outbound,
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     concurrency: config.WEBHOOK_CONCURRENCY,
+    endpointConcurrency: config.WEBHOOK_ENDPOINT_CONCURRENCY,
     sweepIntervalMs: config.WEBHOOK_SWEEP_INTERVAL_MS,
     sweep,
     backoff: {
@@ -40,6 +41,7 @@ export function webhooksModule(r: Registry, sweep: boolean): WebhooksModule {
     },
   });
   metrics.webhookBacklog = () => outbox.backlog();
+  metrics.webhookEndpointsPaused = () => outbox.pausedEndpoints();
   return {
     name: "webhooks",
     outbox,

@@ -8,6 +8,7 @@ import { isRedisUnavailable } from "../errors.js";
 import { RedisErrorReport, scanKeys, type Keys, type RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
 import { parseHttpUrl } from "../net/validate.js";
+import { EndpointScheduler, endpointOf } from "./endpoints.js";
 import { SIGNATURE_HEADER, signWebhook } from "./signature.js";
 import { hashTag, outboxKeys, PENDING_KIND, readEnvelopeHead, type OutboxKeys } from "./stream.js";
 
@@ -38,6 +39,13 @@ export interface WebhookOutboxOptions {
   backoff?: Partial<WebhookBackoff>;
   /** Streams delivered at once by this process. Default 8. */
   concurrency?: number;
+  /**
+   * Streams delivered at once to one endpoint (an owner's receiver host, see endpoints.ts) by
+   * this process; keep it below `concurrency`, so that one endpoint never holds every slot. Default 2.
+   */
+  endpointConcurrency?: number;
+  /** Longest a delivery waiting for its endpoint is put back in the queue for at a time. Default 60 s. */
+  parkMaxMs?: number;
   /** Recovery sweep period after the one at start; 0: only at start. Default 5 min. */
   sweepIntervalMs?: number;
   /**
@@ -107,6 +115,11 @@ const releaseLock = defineScript({ file: file("release-lock"), keys: ["lock"], a
  * envelopes stay in the stream, the secret is resolved at send time, and `<list>:delivered` is the
  * one cursor. A per-stream lock keeps one delivery at a time per stream, so order holds whichever
  * job runs; a receiver that fails holds up its own stream only.
+ *
+ * Deliveries are scheduled per endpoint (endpoints.ts, docs/decisions.md#15-webhook-delivery): a
+ * job is queued by its rank among its endpoint's recent ones, takes one of the endpoint's slots in
+ * this process or is put back (without counting an attempt) until one should be free, and waits out
+ * the pause of an endpoint that stopped answering: a receiver that hangs holds its own slots only.
  */
 export class WebhookOutbox {
   private readonly redis: RedisClient;
@@ -115,6 +128,7 @@ export class WebhookOutbox {
   private readonly timeoutMs: number;
   private readonly backoff: WebhookBackoff;
   private readonly lockTtlMs: number;
+  private readonly endpoints: EndpointScheduler;
   private queue: Queue<DeliveryJob, string, typeof JOB_NAME> | undefined;
   private queueConnection: RedisClient | undefined;
   private worker: Worker<DeliveryJob, string, typeof JOB_NAME> | undefined;
@@ -138,6 +152,12 @@ export class WebhookOutbox {
     };
     // Set when taken and renewed with every envelope delivered: it only has to outlive one POST.
     this.lockTtlMs = 2 * this.timeoutMs + 10_000;
+    this.endpoints = new EndpointScheduler({
+      concurrency: options.endpointConcurrency ?? 2,
+      pauseBaseMs: this.backoff.baseMs,
+      pauseMaxMs: this.backoff.maxDelayMs,
+      parkMaxMs: options.parkMaxMs ?? 60_000,
+    });
     if (this.redis instanceof Cluster && !/\{[^}]+\}/.test(options.queuePrefix)) {
       throw new Error(
         `queuePrefix must hold a hash tag on Redis Cluster, e.g. "{rf-bull}" (got "${options.queuePrefix}")`,
@@ -152,12 +172,23 @@ export class WebhookOutbox {
    * the same length (say the domain's and the recovery sweep's) are one job. Extra jobs cost
    * little: each finds the cursor at the end, or gives way to the newest job of its stream.
    * If this throws (Redis unreachable), the event is still delivered after the next sweep.
+   * The job's priority is its rank among its endpoint's recent jobs (EndpointScheduler.priority):
+   * an endpoint that many events go to queues them behind the other endpoints' first ones.
    */
   async kick(listKey: string): Promise<void> {
-    hashTag(listKey);
-    const length = await this.redis.llen(listKey);
+    const { hook } = outboxKeys(listKey, this.keys);
+    const [length, [url, owner]] = await Promise.all([
+      this.redis.llen(listKey),
+      this.redis.hmget(hook, "url", "secret_ref"),
+    ]);
     if (length === 0) return;
-    await this.producer().add(JOB_NAME, { list: listKey }, { jobId: jobIdFor(listKey, length) });
+    const endpoint = endpointOf({ url: url ?? undefined, secret_ref: owner ?? undefined });
+    const priority = endpoint === undefined ? 0 : this.endpoints.priority(endpoint, Date.now());
+    await this.producer().add(
+      JOB_NAME,
+      { list: listKey },
+      { jobId: jobIdFor(listKey, length), ...(priority > 0 ? { priority } : {}) },
+    );
   }
 
   /** Starts delivering, then kicks every stream left with undelivered envelopes (say by a crash). */
@@ -263,6 +294,11 @@ export class WebhookOutbox {
     return clean;
   }
 
+  /** Endpoints this process holds paused because they stopped answering. */
+  pausedEndpoints(): number {
+    return this.endpoints.paused(Date.now());
+  }
+
   /** Streams waiting for delivery: queued, retrying (delayed) or being delivered. */
   async backlog(): Promise<number> {
     const counts = await this.producer().getJobCounts("waiting", "delayed", "active", "prioritized");
@@ -342,24 +378,40 @@ export class WebhookOutbox {
     if (!parsed.success) throw new UnrecoverableError("not a webhook delivery job");
     const { list } = parsed.data;
     const k = outboxKeys(list, this.keys);
-    const { length, delivered } = await this.position(list, k);
+    const [{ length, delivered }, hook] = await Promise.all([
+      this.position(list, k),
+      this.redis.hgetall(k.hook),
+    ]);
     if (delivered >= length) {
       if (await this.finish(list, k)) return "delivered";
     } else if (await this.superseded(job, list, length)) {
       return "superseded";
     }
-    const lockToken = randomBytes(16).toString("base64url");
-    if ((await this.redis.set(k.lock, lockToken, "PX", this.lockTtlMs, "NX")) === null) {
-      return this.later(job, token, LOCK_BUSY_RETRY_MS);
+    // No endpoint (no hook, not http): nothing is POSTed, the delivery fails as it did before.
+    const endpoint = endpointOf(hook);
+    if (endpoint !== undefined) {
+      const turn = this.endpoints.take(endpoint, Date.now());
+      if (!turn.run) {
+        this.log.debug("webhook delivery parked", { list, reason: turn.reason, delayMs: turn.delayMs });
+        return this.later(job, token, turn.delayMs);
+      }
     }
     try {
-      await this.deliverStream(job, token, list, k, lockToken);
+      const lockToken = randomBytes(16).toString("base64url");
+      if ((await this.redis.set(k.lock, lockToken, "PX", this.lockTtlMs, "NX")) === null) {
+        return await this.later(job, token, LOCK_BUSY_RETRY_MS);
+      }
+      try {
+        await this.deliverStream(job, token, list, k, lockToken, hook, endpoint);
+      } finally {
+        await releaseLock.run(this.redis, { lock: k.lock }, { token: lockToken }).catch((err: unknown) => {
+          this.log.warn("webhook lock not released; it expires", { list, error: errorMessage(err) });
+        });
+      }
+      return "delivered";
     } finally {
-      await releaseLock.run(this.redis, { lock: k.lock }, { token: lockToken }).catch((err: unknown) => {
-        this.log.warn("webhook lock not released; it expires", { list, error: errorMessage(err) });
-      });
+      if (endpoint !== undefined) this.endpoints.done(endpoint);
     }
-    return "delivered";
   }
 
   /** Delivers from the cursor on, in order, until the stream is fully delivered or a POST fails. */
@@ -369,6 +421,8 @@ export class WebhookOutbox {
     list: string,
     k: OutboxKeys,
     lockToken: string,
+    hook: Record<string, string>,
+    endpoint: string | undefined,
   ): Promise<void> {
     let target: Promise<Target> | undefined;
     for (;;) {
@@ -396,8 +450,8 @@ export class WebhookOutbox {
         await advance();
         continue;
       }
-      target ??= this.target(k);
-      const failure = await this.post(target, envelope, head.id);
+      target ??= this.target(hook);
+      const failure = await this.post(target, envelope, head.id, list, endpoint);
       if (failure instanceof OutboundRefused) {
         // Not a passing fault: the hook's address is refused (OUTBOUND_ALLOWED_CIDRS), so no retry.
         this.log.error("webhook dropped: its address is not allowed", {
@@ -430,15 +484,20 @@ export class WebhookOutbox {
 
   /**
    * One POST; undefined when the receiver answered 2xx, an OutboundRefused when its address may
-   * not be called, else why not (no URL, body or secret in it).
+   * not be called, else why not (no URL, body or secret in it). Tells the endpoint's schedule
+   * whether the receiver answered at all.
    */
   private async post(
     target: Promise<Target>,
     envelope: string,
     id: string,
+    list: string,
+    endpoint: string | undefined,
   ): Promise<string | OutboundRefused | undefined> {
+    let started = 0;
     try {
       const { url, secret } = await target;
+      started = Date.now();
       const res = await this.options.outbound.request(url, {
         method: "POST",
         body: envelope,
@@ -450,14 +509,28 @@ export class WebhookOutbox {
           "X-Webhook-Id": id,
         },
       });
+      this.posted(endpoint, true, started, list);
       return res.status >= 200 && res.status < 300 ? undefined : `receiver answered ${res.status}`;
     } catch (err) {
-      return err instanceof OutboundRefused ? err : errorMessage(err);
+      if (err instanceof OutboundRefused) return err;
+      // Started: the POST went out (its address allowed) and no answer came back.
+      if (started > 0) this.posted(endpoint, false, started, list);
+      return errorMessage(err);
     }
   }
 
-  private async target(k: OutboxKeys): Promise<Target> {
-    const hook = await this.redis.hgetall(k.hook);
+  private posted(endpoint: string | undefined, answered: boolean, started: number, list: string): void {
+    if (endpoint === undefined) return;
+    const now = Date.now();
+    const pauseMs = this.endpoints.posted(endpoint, answered, now - started, now);
+    if (pauseMs !== undefined) {
+      // The stream names the endpoint's owner; its URL may carry a token, so it is not logged.
+      this.log.warn("webhook endpoint paused: it does not answer", { list, pauseMs });
+    }
+  }
+
+  /** Where and with which secret to POST, from the stream's hook as read when the job began. */
+  private async target(hook: Record<string, string>): Promise<Target> {
     if (hook.url === undefined || hook.secret_ref === undefined) throw new Error("the stream has no hook");
     const url = parseHttpUrl(hook.url);
     if (url === undefined) throw new Error("the hook's url is not http(s)");

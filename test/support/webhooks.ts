@@ -28,6 +28,10 @@ export interface Receiver {
   answer: (req: Received, index: number) => Answer | Promise<Answer>;
   /** Ids of the requests answered 2xx, in the order they arrived. */
   accepted(): string[];
+  /** Requests open now: arrived, and neither answered nor given up by the sender. */
+  open: number;
+  /** The most requests ever open at once. */
+  peakOpen: number;
   close(): Promise<void>;
 }
 
@@ -41,6 +45,8 @@ export async function startReceiver(
     requests,
     answer,
     accepted: () => requests.filter((r) => r.status !== undefined && r.status < 300).map((r) => r.id),
+    open: 0,
+    peakOpen: 0,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -50,6 +56,12 @@ export async function startReceiver(
       }),
   };
   const server = createServer((req, res) => {
+    receiver.open++;
+    receiver.peakOpen = Math.max(receiver.peakOpen, receiver.open);
+    // Answered, or the connection closed by the sender (its timeout): no longer open.
+    res.on("close", () => {
+      receiver.open--;
+    });
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
@@ -151,9 +163,11 @@ export class Harness {
     return this.keys.key("auth", tag, "events");
   }
 
-  /** What the domain's script does: append an envelope, set the hook, mark the stream pending. */
-  async append(list: string, url: string, n = 1): Promise<string[]> {
-    const secretRef = `acct-${list}`;
+  /**
+   * What the domain's script does: append an envelope, set the hook, mark the stream pending. The
+   * hook's `secret_ref` names its owner: one of its own unless given (an account's streams share one).
+   */
+  async append(list: string, url: string, n = 1, secretRef = `acct-${list}`): Promise<string[]> {
     if (!this.secrets.has(secretRef)) this.secrets.set(secretRef, `whsec_${randomUUID()}`);
     const ids: string[] = [];
     for (let i = 0; i < n; i++) {
