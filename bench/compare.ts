@@ -20,7 +20,7 @@ import { benchEnv, setUp, startProviderStub, startService, type Service } from "
 import { medianBy } from "./stats.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const CELLS = ["rest-token", "grpc-token", "rest-lookup", "grpc-lookup"] as const;
+const CELLS = ["rest-token", "grpc-token", "rest-lookup", "grpc-lookup", "rest-send"] as const;
 type CompareCell = (typeof CELLS)[number];
 
 const whole = (name: string) => (v: string) => {
@@ -100,19 +100,29 @@ async function main(): Promise<void> {
     const sides = [before, after];
     // Both read the same Redis: the set-up made through one serves both.
     const fixture = await setUp(env, before, workDir);
+    // Each send goes to numbers no send of either side used before.
+    let sendFrom = 0;
     const load = async (service: Service, s: number) => {
       const grpc = cell.startsWith("grpc");
-      const call = cell.endsWith("token") ? "token" : "lookup";
+      const call = cell.endsWith("token") ? "token" : cell.endsWith("send") ? "send" : "lookup";
       const spec: GrpcLoad | HttpLoad = grpc
-        ? { address: service.grpcAddress, call, fixture, connections: 32, channels: 4, seconds: s }
+        ? {
+            address: service.grpcAddress,
+            call: call === "token" ? "token" : "lookup",
+            fixture,
+            connections: 32,
+            channels: 4,
+            seconds: s,
+          }
         : {
             baseUrl: service.baseUrl,
-            plan: { call, fixture, tokenPath: "/v1/session/oauth/token", sendFrom: 0, authUuids: [] },
+            plan: { call, fixture, tokenPath: "/v1/session/oauth/token", sendFrom, authUuids: [] },
             connections: 32,
             seconds: s,
           };
       const before = cpuSecondsOf(service.pid) ?? 0;
       const result = await drive(grpc ? "drive-grpc.ts" : "drive-http.ts", spec, s, workDir);
+      sendFrom += result.issued;
       const cpu = ((cpuSecondsOf(service.pid) ?? 0) - before) / Math.max(1, result.ok + result.failed);
       if (result.failed > 0)
         throw new Error(`${cell} failed ${result.failed} times: ${result.errors.join("; ")}`);

@@ -118,9 +118,9 @@ describe("npm run bench:compare", () => {
 
   it("refuses an unknown cell, naming the cells it has, and a revision git would read as an option", async function () {
     this.timeout(60_000);
-    const { code, stderr } = await runBench(["--cell", "rest-send"], "bench/compare.ts");
+    const { code, stderr } = await runBench(["--cell", "rest-introspect"], "bench/compare.ts");
     expect(code).to.equal(2);
-    expect(stderr).to.include('no cell "rest-send"');
+    expect(stderr).to.include('no cell "rest-introspect"');
     expect(stderr).to.include("grpc-token");
     // A revision that git would read as an option, refused before git sees it.
     const option = await runBench(["--base=--orphan", "--cell", "grpc-token"], "bench/compare.ts");

@@ -5,7 +5,7 @@ import { silentLogger } from "../../src/log.js";
 import { cliEnv, testConfig } from "../support/app.js";
 import { FRAUD_DEFAULTS } from "../support/fraud.js";
 import { judgeAll, syntheticDestination } from "../support/fraud-reports.js";
-import { commandsDuring } from "../support/redis.js";
+import { commandsDuring, startRedis, type RedisServer } from "../support/redis.js";
 import { rest, type Json } from "../support/rest.js";
 import { startServiceProcess, type ServiceProcess } from "../support/service-process.js";
 
@@ -33,6 +33,9 @@ describe("fraud reports: one account's reads and its neighbours", function () {
   this.timeout(600_000);
   let data: Registry | undefined;
   let service: ServiceProcess | undefined;
+  // A Redis of its own: the run's shared one would keep 35,000 destinations for every later test
+  // that reads all of its keys.
+  let redis: RedisServer | undefined;
   /** The registry and the service process before() started. */
   const started = (): { data: Registry; service: ServiceProcess } => {
     if (data === undefined || service === undefined) throw new Error("the service did not start");
@@ -46,7 +49,8 @@ describe("fraud reports: one account's reads and its neighbours", function () {
 
   before(async () => {
     // Reads are not limited here: the point is what each read costs.
-    const env = { ...FRAUD_ENV, REPORTS_LIMIT_ACCOUNT: "off" };
+    redis = await startRedis();
+    const env = { ...FRAUD_ENV, REPORTS_LIMIT_ACCOUNT: "off", REDIS_URL: redis.url };
     const config = testConfig(env);
     const opened = await openRegistry(config, silentLogger);
     data = opened;
@@ -76,6 +80,7 @@ describe("fraud reports: one account's reads and its neighbours", function () {
   after(async () => {
     await service?.kill();
     await data?.redis.quit().catch(() => undefined);
+    await redis?.stop();
   });
 
   const get = (who: keyof typeof accounts, path: string) =>

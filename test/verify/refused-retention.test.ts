@@ -128,6 +128,10 @@ describe("a send refused before anything is sent keeps nothing past REFUSED_RETE
     for (let i = 0; i < 5; i++) expect((await v1Send(c, phone)).body.status).to.equal("pending");
     // Germany is blocked for the account: V2 creations there are `blocked` by the fraud engine.
     await redis.hset(app.registry.fraud.keys.policy(c.uuid), "g:DE", "block");
+    // The start's background work completes the lookup overrides once, and announces it last by
+    // their version: not a send's key.
+    const overridesAnnounced = app.registry.keys.key("numovr", "prefixes", "version");
+    await waitFor(async () => (await redis.exists(overridesAnnounced)) === 1, 60_000);
     const before = await holding(redis, prefixes());
     const indexed = await redis.zcard(app.registry.fraud.keys.index(c.uuid));
 
