@@ -462,6 +462,18 @@ function fraudTenant(opts: FraudTenantOptions): { kind: "account" | "app"; id: s
  * Runs a fraud command against an existing tenant; refused input becomes a usage error naming the
  * option (`--country: "ZZ" is not ...`), or the argument when `argument` names the field.
  */
+/** Prints one page of a tenant's fraud report, as the V2 API answers it (snake_case). */
+async function printReport(
+  opts: FraudTenantOptions,
+  read: (insights: import("./fraud/insights.js").FraudInsights, tenant: string) => Promise<object>,
+): Promise<void> {
+  await withFraudTenant(opts, undefined, async (r, tenant, f) => {
+    print(
+      snakeCase(await read(new f.FraudInsights(r.redis, r.fraud.keys, r.fraud.rules, r.secrets), tenant.id)),
+    );
+  });
+}
+
 async function withFraudTenant(
   opts: FraudTenantOptions,
   argument: string | undefined,
@@ -586,18 +598,9 @@ fraud.addCommand(
       .option("--limit <n>", "at most this many, 1 to 1000", "100")
       .option("--page-token <token>", "the next_page_token of the previous page, for the page after it"),
   ).action(async (opts: FraudTenantOptions & { since?: string; limit: string; pageToken?: string }) => {
-    await withFraudTenant(opts, undefined, async (r, tenant, f) => {
-      const insights = new f.FraudInsights(r.redis, r.fraud.keys, r.fraud.rules, r.secrets);
-      print(
-        snakeCase(
-          await insights.decisions(tenant.id, {
-            since: opts.since,
-            limit: opts.limit,
-            pageToken: opts.pageToken,
-          }),
-        ),
-      );
-    });
+    await printReport(opts, (insights, tenant) =>
+      insights.decisions(tenant, { since: opts.since, limit: opts.limit, pageToken: opts.pageToken }),
+    );
   }),
 );
 
@@ -621,20 +624,15 @@ fraud.addCommand(
         limit: string;
         pageToken?: string;
       }) => {
-        await withFraudTenant({ account: opts.account }, undefined, async (r, tenant, f) => {
-          const insights = new f.FraudInsights(r.redis, r.fraud.keys, r.fraud.rules, r.secrets);
-          print(
-            snakeCase(
-              await insights.verifications(tenant.id, {
-                since: opts.since,
-                until: opts.until,
-                groupBy: opts.groupBy,
-                limit: opts.limit,
-                pageToken: opts.pageToken,
-              }),
-            ),
-          );
-        });
+        await printReport({ account: opts.account }, (insights, tenant) =>
+          insights.verifications(tenant, {
+            since: opts.since,
+            until: opts.until,
+            groupBy: opts.groupBy,
+            limit: opts.limit,
+            pageToken: opts.pageToken,
+          }),
+        );
       },
     ),
 );
