@@ -11,33 +11,64 @@ import type { Registry } from "../registry.js";
 import { bindService, type Handlers } from "../rpc/binding.js";
 import { CALLERS } from "../rpc/surface.js";
 import { FraudInsights } from "./insights.js";
+import { AccountLanes } from "./lanes.js";
 import { FraudInputError } from "./policy.js";
 
 /** The setting that limits an account's reads of its reports, named in refusals. */
 export const REPORTS_LIMIT_SETTING = "REPORTS_LIMIT_ACCOUNT";
 
 /**
+ * The most report calls of one account running or waiting on one instance (AccountLanes): more
+ * than the default window lets through, so that only an account with the limit raised or off
+ * meets it.
+ */
+const READS_AT_ONCE = 64;
+
+/** The most refused accounts one process remembers (reportReads); past it the oldest is forgotten. */
+const REFUSALS_REMEMBERED = 10_000;
+
+/**
  * One more read of an account's reports (REPORTS_LIMIT_ACCOUNT, docs/fraud.md#pages): a sliding
  * window per account over both reports, so that no account reads more than its share however
- * many calls it makes at once; past it 429 with `Retry-After`.
+ * many calls it makes at once; past it 429 with `Retry-After`. A refused account is refused again
+ * from memory until its `Retry-After` has passed: the window cannot open earlier (other instances
+ * only add to it), and an account that keeps calling once refused then costs no Redis work, so
+ * its calls do not slow its neighbours' (docs/fraud.md#pages).
  */
 export function reportReads(deps: {
   redis: RedisClient;
   keys: Keys;
   rule: WindowRule;
+  now?: () => number;
 }): (customer: string) => Promise<void> {
   const rl = new WindowKeys(deps.keys);
+  const now = deps.now ?? Date.now;
+  /** Refused accounts and when their window opens again (epoch ms), oldest refusal first. */
+  const refusedUntil = new Map<string, number>();
+  const refuse = (waitMs: number) =>
+    refusedBy(
+      REPORTS_LIMIT_SETTING,
+      tooManyAttempts("too many reads of this account's reports: try again later", waitMs),
+    );
   return async (customer) => {
+    const until = refusedUntil.get(customer);
+    if (until !== undefined) {
+      const waitMs = until - now();
+      if (waitMs > 0) throw refuse(waitMs);
+      refusedUntil.delete(customer);
+    }
     const { waitMs } = await takeWindows(
       deps.redis,
       [{ key: rl.reports(customer), rule: deps.rule, name: REPORTS_LIMIT_SETTING }],
       randomUUID(),
     );
     if (waitMs === 0) return;
-    throw refusedBy(
-      REPORTS_LIMIT_SETTING,
-      tooManyAttempts("too many reads of this account's reports: try again later", waitMs),
-    );
+    if (refusedUntil.size >= REFUSALS_REMEMBERED) {
+      const oldest = refusedUntil.keys().next();
+      if (oldest.done !== true) refusedUntil.delete(oldest.value);
+    }
+    refusedUntil.set(customer, now() + waitMs);
+    throw refuse(waitMs);
   };
 }
 
@@ -56,25 +87,30 @@ export function fraudHandlers(
   insights: FraudInsights,
   allowRead: (customer: string) => Promise<void>,
 ): Handlers<typeof FraudServiceService> {
+  const lanes = new AccountLanes(READS_AT_ONCE, REPORTS_LIMIT_SETTING);
   return {
     listVerificationInsights: async (req, ctx) => {
       const tenant = accountOf(ctx).customerUuid;
       await allowRead(tenant);
-      return v2Input(() =>
-        insights.verifications(tenant, {
-          since: req.since,
-          until: req.until,
-          groupBy: req.groupBy,
-          limit: req.limit,
-          pageToken: req.pageToken,
-        }),
+      return lanes.run(tenant, () =>
+        v2Input(() =>
+          insights.verifications(tenant, {
+            since: req.since,
+            until: req.until,
+            groupBy: req.groupBy,
+            limit: req.limit,
+            pageToken: req.pageToken,
+          }),
+        ),
       );
     },
     listFraudDecisions: async (req, ctx) => {
       const tenant = accountOf(ctx).customerUuid;
       await allowRead(tenant);
-      return v2Input(() =>
-        insights.decisions(tenant, { since: req.since, limit: req.limit, pageToken: req.pageToken }),
+      return lanes.run(tenant, () =>
+        v2Input(() =>
+          insights.decisions(tenant, { since: req.since, limit: req.limit, pageToken: req.pageToken }),
+        ),
       );
     },
   };

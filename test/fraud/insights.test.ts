@@ -6,6 +6,9 @@ import { FRAUD_TEST_ENV, FraudCustomer } from "../support/fraud-customer.js";
 import { SmsReceiver } from "../support/receivers.js";
 import { byKey, judgeAll, syntheticDestination, walkPages } from "../support/fraud-reports.js";
 import { sample } from "../support/metrics.js";
+import { commandsDuring } from "../support/redis.js";
+import { reportReads } from "../../src/fraud/module.js";
+import { RingfenceError } from "../../src/errors.js";
 import { rest, type Json } from "../support/rest.js";
 
 const DAY_MS = 86_400_000;
@@ -464,5 +467,52 @@ describe("fraud reports, a page at a time", function () {
     // Another account reads as usual.
     expect((await neighbour.get("/v2/insights/verifications")).status).to.equal(200);
     expect((await neighbour.get("/v2/fraud/decisions")).status).to.equal(200);
+  });
+
+  it("refuses an account that keeps reading from memory until Retry-After, with no Redis work", async () => {
+    const r = app.registry;
+    let clock = Date.now();
+    const rule = { limit: 2, windowSeconds: 60 };
+    const allow = reportReads({ redis: r.redis, keys: r.keys, rule, now: () => clock });
+    const customer = `reads-${Date.now()}`;
+    const retryAfter = async (): Promise<number> => {
+      try {
+        await allow(customer);
+      } catch (err) {
+        expect(err).to.be.instanceOf(RingfenceError);
+        const e = err as RingfenceError;
+        expect(e.code).to.equal("too_many_attempts");
+        return Number(e.headers["retry-after"]);
+      }
+      return 0;
+    };
+    const naming = (seen: string[][]) => seen.filter((args) => args.some((a) => a.includes(customer)));
+    let first = 0;
+    const asked = await commandsDuring(r.config.REDIS_URL, async () => {
+      expect([await retryAfter(), await retryAfter()]).to.deep.equal([0, 0]);
+      first = await retryAfter();
+    });
+    expect(first).to.be.within(59, 60);
+    expect(naming(asked)).to.have.length.at.least(3);
+    // Refused again and again, counting down, without a command naming the account.
+    clock += 30_000;
+    let again: number[] = [];
+    const remembered = await commandsDuring(r.config.REDIS_URL, async () => {
+      again = [await retryAfter(), await retryAfter()];
+    });
+    expect(again.every((s) => s >= 29 && s <= 31)).to.equal(true, String(again));
+    expect(naming(remembered)).to.deep.equal([]);
+    // Past Retry-After the window is asked again (here it is still full: the clock above is local).
+    clock += 31_000;
+    const reasked = await commandsDuring(r.config.REDIS_URL, async () => {
+      expect(await retryAfter()).to.be.above(0);
+    });
+    expect(naming(reasked)).to.have.length.at.least(1);
+    // Another instance (its own memory) is refused by the window itself.
+    const other = reportReads({ redis: r.redis, keys: r.keys, rule });
+    await other(customer).then(
+      () => expect.fail("another instance read past the window"),
+      (err: unknown) => expect((err as RingfenceError).code).to.equal("too_many_attempts"),
+    );
   });
 });
