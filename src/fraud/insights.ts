@@ -23,6 +23,11 @@ export const MAX_PAGE_LIMIT = 1000;
  * that its work stays bounded (docs/fraud.md#pages).
  */
 export const MOST_RANKED_PER_CALL = 5_000;
+/** The destinations whose counters one Redis call reads (page-counts.lua); a page takes several. */
+const COUNTED_PER_CALL = 200;
+
+/** Lets the event loop serve what waits (other callers' requests and replies) before going on. */
+const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** One page of a ranking (rank-page.lua). */
 export const rankPageScript = defineScript({
@@ -233,20 +238,26 @@ export class FraudInsights {
     const [, members, scores, more] = reply;
     const days: number[] = [];
     for (let day = first; day <= last; day++) days.push(day);
-    const counted =
-      members.length === 0
-        ? []
-        : ((await pageCountsScript.run(
-            this.redis,
-            {},
-            { args: JSON.stringify({ days, slots: this.rules.days + 1 }) },
-            members.map((m) => k.counters(tenant, `${kind}:${m}`)),
-          )) as ["counted", ...number[]]);
+    // The counters in slices, one call each: a page of 1000 holds Redis, and this process, for a
+    // slice at a time, and other callers' commands and requests are served in between.
+    const counted: number[] = [];
+    const countArgs = JSON.stringify({ days, slots: this.rules.days + 1 });
+    for (let from = 0; from < members.length; from += COUNTED_PER_CALL) {
+      if (from > 0) await yieldTurn();
+      const slice = members.slice(from, from + COUNTED_PER_CALL);
+      const reply = (await pageCountsScript.run(
+        this.redis,
+        {},
+        { args: countArgs },
+        slice.map((m) => k.counters(tenant, `${kind}:${m}`)),
+      )) as ["counted", ...number[]];
+      for (let i = 1; i < reply.length; i++) counted.push(Number(reply[i]));
+    }
     members.forEach((key, i) => {
       // Sends as ranked; conversions and blocks from the day counters of the range.
       const sent = -(scores[i] ?? 0);
-      const verified = Number(counted[1 + 2 * i] ?? 0);
-      const blocked = Number(counted[2 + 2 * i] ?? 0);
+      const verified = counted[2 * i] ?? 0;
+      const blocked = counted[1 + 2 * i] ?? 0;
       answer.groups.push({
         key,
         sent,
