@@ -229,6 +229,7 @@ const schema = z
     FRAUD_NEW_DESTINATION_SENDS: z.coerce.number().int().min(1).max(1_000_000).default(10),
     FRAUD_NEW_DESTINATION_BUDGET: z.coerce.number().int().min(1).max(1_000_000).default(30),
     FRAUD_BASELINE_DAYS: z.coerce.number().int().min(1).max(60).default(14),
+    FRAUD_RETURNING_DAYS: z.coerce.number().int().min(1).max(3_650).default(90),
     FRAUD_BASELINE_SHARE: z.coerce.number().min(0).max(10).default(0.1),
     FRAUD_CONVERSION_CREDIT: z.coerce.number().min(0).max(100).default(2),
     FRAUD_GRACE_SECONDS: z.coerce.number().int().min(0).max(86_400).default(300),
@@ -597,13 +598,21 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
   FRAUD_NEW_DESTINATION_BUDGET: {
     section: "fraud",
     text:
-      "Unconverted new destinations a tenant may add per window: blocked sends to destinations not yet " +
-      "counted add them to the tenant's counters and index only this many times per window " +
-      "([fraud.md](fraud.md#what-redis-keeps)).",
+      "Unconverted sends a tenant may make per window, all together, to countries without a conversion " +
+      "in the baseline days (rule `new_destination_budget`; a conversion there gives its send back), on " +
+      "top of each destination's own FRAUD_NEW_DESTINATION_SENDS; blocked sends to destinations not yet " +
+      "counted also add them to the tenant's counters and index only this many times per window " +
+      "([fraud.md](fraud.md#how-it-decides)).",
   },
   FRAUD_BASELINE_DAYS: {
     section: "fraud",
     text: "Days of history a destination's baseline and the tenant's conversion are read from.",
+  },
+  FRAUD_RETURNING_DAYS: {
+    section: "fraud",
+    text:
+      "Days a number that converted for a tenant stays a returning user: never refused by the destination " +
+      "and budget rules (geo blocks and the hard windows still apply) ([fraud.md](fraud.md#returning-users)).",
   },
   FRAUD_BASELINE_SHARE: {
     section: "fraud",
@@ -611,7 +620,7 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
   },
   FRAUD_CONVERSION_CREDIT: {
     section: "fraud",
-    text: "Sends each conversion in the window earns its destination.",
+    text: "Sends each distinct converting number in the window earns its destination.",
   },
   FRAUD_GRACE_SECONDS: {
     section: "fraud",

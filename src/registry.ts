@@ -80,7 +80,7 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     accountCache: new AccountCache(accounts, secrets),
     lookupData: new RedisLookupData(redis, keys),
     verify: new VerifyStore(redis, keys),
-    fraud: new FraudEngine({ redis, keys, config, metrics, log }),
+    fraud: new FraudEngine({ redis, keys, config, secrets, metrics, log }),
     apps: new AppStore(redis, keys, secrets),
     clients: new ClientStore(redis, keys, secrets),
     signingKeys,

@@ -1,8 +1,9 @@
 -- The fraud engine (docs/fraud.md#how-it-decides), prepended to every script that sends a code.
 -- Keys are the tenant's (one hash tag): its policy hash, its `all` counters, its destinations
 -- index, its decision stream, the number's last-send record, one counters hash per destination
--- (country, network when known, prefix), then three rankings per destination (fraud_rank): the
--- last two in the tail `destKeys` (src/fraud/engine.ts fraudTail). `f` is FraudArgs
+-- (country, network when known, prefix), then three rankings per destination (fraud_rank), then
+-- the number's own key (fraud_number_key): the last three in the tail `destKeys`
+-- (src/fraud/engine.ts fraudTail). `f` is FraudArgs
 -- (src/fraud/engine.ts): now, api, country, network, prefix, masked, candidates (policy fields of
 -- the number's trusted prefixes), dests (destination ids, in the order of the keys) and rules.
 
@@ -52,6 +53,49 @@ local function fraud_read(key, f)
   return st
 end
 
+-- The key of what the tenant knows of the send's number: after the counters and their rankings.
+local function fraud_number_key(destKeys, f)
+  return destKeys[4 * #f.dests + 1]
+end
+
+-- A returning user (docs/fraud.md#returning-users): the number converted for the tenant within
+-- rules.returningMs. Its key holds '<ms of its last conversion>|<slice>|<day>' (convert.lua).
+local function fraud_returning(destKeys, f)
+  local key = fraud_number_key(destKeys, f)
+  if not key then return false end
+  local at = tonumber(string.match(redis.call('GET', key) or '', '^(%d+)|'))
+  return at ~= nil and f.now - at <= f.rules.returningMs
+end
+
+-- The new-destination budget used over the window (docs/fraud.md#how-it-decides): the tenant's
+-- sends to countries without a conversion in the baseline days, less their conversions, in the
+-- slices 'b<i>' of its `all` counters ('<slice>,<sent>,<verified>,0').
+local function fraud_budget_used(allKey, f)
+  local r = f.rules
+  local slice = fraud_clock(f)
+  local fields = {}
+  for i = 0, r.slices - 1 do fields[#fields + 1] = 'b' .. i end
+  local raw = redis.call('HMGET', allKey, unpack(fields))
+  local used = 0
+  for k = 0, r.slices - 1 do
+    local stamp = slice - k
+    local s, v = fraud_slot(raw[(stamp % r.slices) + 1], stamp)
+    if s > v then used = used + s - v end
+  end
+  return used
+end
+
+-- Adds one to the budget's slot of `slice` (column 2 a send, 3 a conversion given back).
+local function fraud_budget_bump(allKey, f, slice, column)
+  local field = 'b' .. (slice % f.rules.slices)
+  local at, s, v = string.match(redis.call('HGET', allKey, field) or '', '^(%d+),(%d+),(%d+),%d+$')
+  if at and tonumber(at) > slice then return end
+  local c = { slice, 0, 0, 0 }
+  if tonumber(at) == slice then c = { slice, tonumber(s), tonumber(v), 0 } end
+  c[column] = c[column] + 1
+  redis.call('HSET', allKey, field, table.concat(c, ','))
+end
+
 -- The tenant's conversion over the baseline days; nil while it has too few sends to say.
 local function fraud_tenant_conversion(allKey, f)
   local r = f.rules
@@ -93,10 +137,18 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
   for i = 3, #policy do
     if policy[i] then return { 'allow', 'none', string.sub(f.candidates[i - 2], 3) .. ' is trusted' } end
   end
+  -- A number that converted for the tenant lately is a returning user: no adaptive rule refuses it.
+  if fraud_returning(destKeys, f) then return { 'allow', 'none', 'returning number' } end
   local tenant = false
   for i = 1, #f.dests do
     local key = destKeys[i]
     local st = fraud_read(key, f)
+    -- A country or network without a conversion in the baseline days (today's included) nor the
+    -- window: the send draws on the tenant's new-destination budget as well (below, and
+    -- fraud_count). Prefixes are too many for real users to have history in each: not judged so.
+    if string.sub(f.dests[i], 1, 1) ~= 'p' and st.busiest == 0 and st.verified == 0 then
+      f.newDest = f.newDest or f.dests[i]
+    end
     local bound = r.newSends + r.share * st.busiest + r.credit * st.verified
     if st.sent >= bound then
       return verdict('destination_surge', string.format(
@@ -113,12 +165,22 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
       end
     end
   end
+  if f.newDest then
+    local used = fraud_budget_used(allKey, f)
+    if used >= r.newDestinationBudget then
+      return verdict('new_destination_budget', string.format(
+        '%s has no conversion in the last %d days; the tenant made %d unconverted sends to such ' ..
+        'destinations in the last %d s; allowed %d', fraud_label(f.newDest), r.days, used,
+        r.windowSeconds, r.newDestinationBudget))
+    end
+  end
   return { 'allow', 'none', '' }
 end
 
--- Adds one to a slot's counter (2 sent, 3 verified, 4 blocked) of the slice and the day given.
--- Answers whether the day's slot was new (the key's first write of that day).
-local function fraud_bump(key, f, slice, day, column)
+-- Adds one to a slot's counter (2 sent, 3 verified, 4 blocked) of the slice and the day given
+-- (or of one of them, `only` 'w' or 'd'). Answers whether the day's slot was new (the key's first
+-- write of that day).
+local function fraud_bump(key, f, slice, day, column, only)
   local r = f.rules
   local fw, fd = 'w' .. (slice % r.slices), 'd' .. (day % (r.days + 1))
   local known = f.read and f.read[key]
@@ -134,7 +196,16 @@ local function fraud_bump(key, f, slice, day, column)
     return table.concat(c, ',')
   end
   local w, d = bumped(raw[1], slice), bumped(raw[2], day)
-  redis.call('HSET', key, fw, w, fd, d)
+  -- `only` 'w' or 'd': one of the two counted (a conversion's credit, convert.lua).
+  if only == 'w' then
+    d = raw[2]
+    redis.call('HSET', key, fw, w)
+  elseif only == 'd' then
+    w = raw[1]
+    redis.call('HSET', key, fd, d)
+  else
+    redis.call('HSET', key, fw, w, fd, d)
+  end
   if known then f.read[key] = { w, d } end
   return firstOfDay
 end
@@ -205,7 +276,10 @@ local function fraud_count(allKey, destsKey, sentKey, destKeys, f, outcome)
   if renewed then redis.call('PEXPIRE', destsKey, keepMs) end
   if fraud_bump(allKey, f, slice, day, column) then redis.call('PEXPIRE', allKey, keepMs) end
   if outcome == 'sent' then
-    redis.call('SET', sentKey, slice .. '|' .. day, 'PX', r.windowSeconds * 1000)
+    -- A send to a country without history draws on the budget; its conversion gives it back.
+    if f.newDest then fraud_budget_bump(allKey, f, slice, 2) end
+    redis.call('SET', sentKey, slice .. '|' .. day .. '|' .. (f.newDest and '1' or '0'), 'PX',
+      r.windowSeconds * 1000)
   end
 end
 

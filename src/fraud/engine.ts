@@ -1,4 +1,5 @@
 import type { Config } from "../config.js";
+import type { Secrets } from "../crypto/secrets.js";
 import type { Logger } from "../log.js";
 import { errorMessage } from "../log.js";
 import { describeNumber, parseE164, type NumberFacts, type ParsedNumber } from "../lookup/numbers.js";
@@ -14,7 +15,13 @@ export type FraudApi = (typeof FRAUD_APIS)[number];
 export const FRAUD_ACTIONS = ["allow", "block", "would_block"] as const;
 export type FraudAction = (typeof FRAUD_ACTIONS)[number];
 /** Why: `none` for an allowed send, else the rule that refused it (docs/fraud.md#how-it-decides). */
-export const FRAUD_RULES = ["none", "geo", "destination_surge", "conversion_drop"] as const;
+export const FRAUD_RULES = [
+  "none",
+  "geo",
+  "destination_surge",
+  "conversion_drop",
+  "new_destination_budget",
+] as const;
 export type FraudRule = (typeof FRAUD_RULES)[number];
 /** A tenant's mode: `enforce` (the default), `shadow` (records `would_block`, blocks nothing), `off`. */
 export const FRAUD_MODES = ["enforce", "shadow", "off"] as const;
@@ -27,6 +34,9 @@ export type GeoPermission = (typeof GEO_PERMISSIONS)[number];
 export const NON_GEOGRAPHIC = "001";
 
 export const FRAUD_LIBRARY = new URL("./engine.lua", import.meta.url);
+
+/** The keyed hash a number is remembered by (128 bits of it, under the tenant's key). */
+const NUMBER_PURPOSE = "fraud-number";
 
 /** Decides, records and counts one send on its own (session codes, simulate). */
 export const judgeScript = defineScript({
@@ -41,7 +51,7 @@ export const judgeScript = defineScript({
 export const convertScript = defineScript({
   file: new URL("./convert.lua", import.meta.url),
   libraries: [FRAUD_LIBRARY],
-  keys: ["sent", "all"],
+  keys: ["sent", "all", "number"],
   rest: "dest",
   argv: ["f"],
 });
@@ -97,8 +107,13 @@ export interface FraudRules {
   sliceMs: number;
   days: number;
   newSends: number;
-  /** Destinations blocked sends may add per window (fraud_count in engine.lua). */
+  /**
+   * Unconverted sends per window to countries without history, all together (fraud_budget in
+   * engine.lua), and destinations blocked sends may add per window (fraud_count).
+   */
   newDestinationBudget: number;
+  /** How long a converted number stays a returning user (fraud_returning). */
+  returningMs: number;
   share: number;
   credit: number;
   graceMs: number;
@@ -118,6 +133,7 @@ export function fraudRules(config: FraudSettings): FraudRules {
     days: config.FRAUD_BASELINE_DAYS,
     newSends: config.FRAUD_NEW_DESTINATION_SENDS,
     newDestinationBudget: config.FRAUD_NEW_DESTINATION_BUDGET,
+    returningMs: config.FRAUD_RETURNING_DAYS * 86_400_000,
     share: config.FRAUD_BASELINE_SHARE,
     credit: config.FRAUD_CONVERSION_CREDIT,
     graceMs: config.FRAUD_GRACE_SECONDS * 1000,
@@ -140,6 +156,7 @@ export type FraudSettings = Pick<
   | "FRAUD_CONVERSION_DROP"
   | "FRAUD_PREFIX_DIGITS"
   | "FRAUD_DECISIONS_MAX"
+  | "FRAUD_RETURNING_DAYS"
 >;
 
 /** What engine.lua takes for one send (`f` in its functions). */
@@ -170,11 +187,16 @@ export interface FraudSendKeys {
    * that day and the one before, and for that day and the next (engine.lua fraud_rank).
    */
   ranks: string[];
+  /** What the tenant knows of the number, under its keyed hash (engine.lua fraud_returning). */
+  number: string;
 }
 
-/** The tail of keys the send scripts take after their named ones: the counters, then the rankings. */
-export function fraudTail(k: Pick<FraudSendKeys, "dests" | "ranks">): string[] {
-  return [...k.dests, ...k.ranks];
+/**
+ * The tail of keys the send scripts take after their named ones: the counters, the rankings, then
+ * the number's (engine.lua fraud_number_key).
+ */
+export function fraudTail(k: Pick<FraudSendKeys, "dests" | "ranks" | "number">): string[] {
+  return [...k.dests, ...k.ranks, k.number];
 }
 
 /** The engine's answer to one send. */
@@ -202,6 +224,8 @@ export class FraudEngine {
       redis: RedisClient;
       keys: Keys;
       config: FraudSettings;
+      /** Keys the numbers the engine remembers (returning users, credit per number). */
+      secrets: Secrets;
       metrics?: Metrics;
       log?: Logger;
     },
@@ -238,6 +262,7 @@ export class FraudEngine {
       index: k.index(tenant),
       decisions: k.decisions(tenant),
       sent: k.sent(tenant, d.e164),
+      number: k.number(tenant, this.deps.secrets.hash(NUMBER_PURPOSE, `${tenant}\0${d.e164}`).slice(0, 32)),
       dests: d.dests.map((id) => k.counters(tenant, id)),
       ranks: d.dests.flatMap((id) => {
         const kind = id.slice(0, 1);
@@ -291,7 +316,7 @@ export class FraudEngine {
     try {
       const reply = (await convertScript.run(
         this.deps.redis,
-        { sent: k.sent, all: k.all },
+        { sent: k.sent, all: k.all, number: k.number },
         { f: JSON.stringify({ now, rules: this.rules }) },
         k.dests,
       )) as [string];

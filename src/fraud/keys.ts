@@ -38,6 +38,14 @@ export class FraudKeys {
     return this.keys.key("fraud", tenant, "decisions");
   }
 
+  /**
+   * What a tenant knows of a number that converted (`number` is its keyed hash): when it last did,
+   * and the slice and day its conversion last earned credit in (engine.lua fraud_returning).
+   */
+  number(tenant: string, number: string): string {
+    return this.keys.key("fraud", tenant, "num", number);
+  }
+
   /** Where the last message to a number went, for its conversion. */
   sent(tenant: string, e164: string): string {
     return this.keys.key("fraud", tenant, "sent", e164);

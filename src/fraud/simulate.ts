@@ -3,6 +3,7 @@
 // the run (docs/fraud.md#try-a-policy-simulate).
 import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
+import { Secrets } from "../crypto/secrets.js";
 import { parseE164 } from "../lookup/numbers.js";
 import { Keys, scanKeys, type RedisClient } from "../redis/client.js";
 import { FRAUD_APIS, FraudEngine, type Destination, type FraudApi, type FraudSettings } from "./engine.js";
@@ -240,7 +241,13 @@ export async function simulate(
   deps: { redis: RedisClient; prefix: string; config: FraudSettings; mode: SimulateMode },
 ): Promise<SimulateReport> {
   const { redis, prefix, config, mode } = deps;
-  const engine = new FraudEngine({ redis, keys: new Keys(prefix), config });
+  // Its numbers are remembered under a key of its own: every key is deleted when it ends.
+  const engine = new FraudEngine({
+    redis,
+    keys: new Keys(prefix),
+    config,
+    secrets: new Secrets(randomBytes(32)),
+  });
   // Where each number goes, as the service computes it (parseE164, describeNumber), before any write.
   const destinations = new Map<string, Destination>();
   const sends: Send[] = [];

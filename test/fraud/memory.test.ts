@@ -25,7 +25,12 @@ describe("fraud engine: what Redis keeps (docs/fraud.md#what-redis-keeps)", () =
   before(async function () {
     this.timeout(30_000);
     // The surge bound out of the way: these tests count bytes, not blocks.
-    app = await startTestApp({ ...FRAUD_DEFAULTS, FRAUD_NEW_DESTINATION_SENDS: "1000000" });
+    // Nothing blocked: the destinations are what is measured, not decision records.
+    app = await startTestApp({
+      ...FRAUD_DEFAULTS,
+      FRAUD_NEW_DESTINATION_SENDS: "1000000",
+      FRAUD_NEW_DESTINATION_BUDGET: "1000000",
+    });
   });
   after(async () => app.stop());
 

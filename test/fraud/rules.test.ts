@@ -205,12 +205,13 @@ describe("fraud engine: conversion_drop over REST", () => {
   before(async function () {
     this.timeout(30_000);
     // Time compressed: a 60 s window (slices of 5 s), no grace, judged after 4 sends; the surge
-    // bound out of the way (100) so that only the conversion decides.
+    // bound and the new-destination budget out of the way (100) so that only the conversion decides.
     rig = await FraudRig.start({
       FRAUD_WINDOW_SECONDS: "60",
       FRAUD_GRACE_SECONDS: "0",
       FRAUD_CONVERSION_MIN_SENDS: "4",
       FRAUD_NEW_DESTINATION_SENDS: "100",
+      FRAUD_NEW_DESTINATION_BUDGET: "100",
     });
   });
   after(async () => rig.stop());

@@ -40,7 +40,10 @@ function dataEnv(): Record<string, string> {
  * Tests of other features send many codes to one country that nobody enters: the fraud engine
  * still judges and counts each send, but never finds a surge (test/fraud/ sets it back).
  */
-export const FRAUD_SURGES_OFF = { FRAUD_NEW_DESTINATION_SENDS: "1000000" };
+export const FRAUD_SURGES_OFF = {
+  FRAUD_NEW_DESTINATION_SENDS: "1000000",
+  FRAUD_NEW_DESTINATION_BUDGET: "1000000",
+};
 
 /**
  * Every test client calls from 127.0.0.1, so the per-address and per-app abuse limits are off

@@ -82,6 +82,8 @@ describe("a send refused before anything is sent keeps nothing past REFUSED_RETE
     app = await startTestApp({
       SMS_PROVIDER: "http",
       SMS_HTTP_URL: sms.url,
+      // The documented budget (the tests of other features turn it off with the surges).
+      FRAUD_NEW_DESTINATION_BUDGET: "30",
       WEBHOOK_BACKOFF_BASE_MS: "20",
       WEBHOOK_BACKOFF_MAX_MS: "100",
     });

@@ -1,0 +1,183 @@
+import { expect } from "chai";
+import { getCountries, getExampleNumber, parsePhoneNumberFromString } from "libphonenumber-js/max";
+import examples from "libphonenumber-js/mobile/examples";
+import { Customer, FraudRig, frNumber } from "../support/fraud.js";
+
+/** Countries (not `except`) and `count` numbers of each, as mobiles() gives them. */
+function countriesWith(count: number, from: number, except: readonly string[] = []): string[][] {
+  const out: string[][] = [];
+  for (const cc of getCountries()) {
+    if (except.includes(cc)) continue;
+    const numbers = mobiles(cc, count, from);
+    if (numbers !== undefined) out.push(numbers);
+  }
+  return out;
+}
+
+/**
+ * `count` mobile numbers of `country`: its example mobile number with the last four digits
+ * replaced, spread over its range as real users' are (SPAM_RANGE_BURST refuses runs of
+ * neighbouring numbers); undefined when one of them is not a valid mobile number there.
+ */
+function mobiles(country: string, count: number, from = 0): string[] | undefined {
+  const example = getExampleNumber(country as Parameters<typeof getExampleNumber>[0], examples);
+  if (example === undefined) return undefined;
+  const out: string[] = [];
+  for (let i = from; i < from + count; i++) {
+    const n = `${example.number.slice(0, -4)}${String((i * 7919 + 1234) % 10_000).padStart(4, "0")}`;
+    const type = parsePhoneNumberFromString(n)?.getType();
+    if (type !== "MOBILE" && type !== "FIXED_LINE_OR_MOBILE") return undefined;
+    out.push(n);
+  }
+  return out;
+}
+
+/** A user's own address, from its number (hard windows per address stay out of the way). */
+function userAddress(phone: string): string {
+  const n = Number(phone.slice(-6));
+  return `203.0.${(n >> 8) & 255}.${n & 255}`;
+}
+
+/** The tenant's decision records, oldest first: `action rule`. */
+async function rulesRecorded(rig: FraudRig, tenant: string): Promise<string[]> {
+  const entries = await rig.app.registry.redis.xrange(
+    rig.app.registry.fraud.keys.decisions(tenant),
+    "-",
+    "+",
+  );
+  return entries.map(([, f]) => `${f[f.indexOf("action") + 1]} ${f[f.indexOf("rule") + 1]}`);
+}
+
+/** A V2 send and its code entered right (a converting user, from its own address): whether it was sent. */
+async function converting(rig: FraudRig, c: Customer, phone: string): Promise<boolean> {
+  const before = rig.smsTo(phone);
+  const created = await c.v2Create(phone, { ip: userAddress(phone) });
+  expect(created.status, created.text).to.equal(200);
+  if (created.body.status === "blocked") return false;
+  const checked = await c.v2Check(phone, await rig.codeTo(phone, before));
+  expect(checked.body.status, checked.text).to.equal("success");
+  return true;
+}
+
+/** Issue 31 (decisions 9.4): the pumping an attacker who read docs/fraud.md would run, over REST. */
+describe("fraud engine, second pass: new-destination budget, credit per number, returning users", () => {
+  let rig: FraudRig;
+  before(async function () {
+    this.timeout(30_000);
+    // The documented defaults; no share of the busiest day, so that each converting number earns
+    // exactly FRAUD_CONVERSION_CREDIT sends.
+    rig = await FraudRig.start({ FRAUD_BASELINE_SHARE: "0", OTP_RETRY_INTERVAL_SECONDS: "0" });
+  });
+  after(async () => rig.stop());
+
+  it("gives 60 never-served countries x 12 sends, each from its own address and device, at most FRAUD_NEW_DESTINATION_BUDGET (30) together, while converting users in served countries all get their codes", async function () {
+    this.timeout(300_000);
+    const c = await rig.account("Fan-out");
+    const served = ["FR", "DE", "ES"];
+    // Converting users in three countries first: they are served (a conversion today).
+    const legit = Object.fromEntries(served.map((cc) => [cc, mobiles(cc, 40) ?? []]));
+    let legitSent = 0;
+    let legitRefused = 0;
+    const legitUser = async (cc: string, i: number) => {
+      const phone = legit[cc]?.[i];
+      if (phone === undefined) throw new Error(`no number ${cc} ${i}`);
+      if (await converting(rig, c, phone)) legitSent++;
+      else legitRefused++;
+    };
+    for (let i = 0; i < 3; i++) for (const cc of served) await legitUser(cc, i);
+
+    const attacked = countriesWith(12, 50, served).slice(0, 60);
+    expect(attacked).to.have.length(60);
+    let attack = 0;
+    let attackSent = 0;
+    let legitTurn = 3;
+    for (let round = 0; round < 12; round++) {
+      for (const numbers of attacked) {
+        const phone = numbers[round] ?? "";
+        const res = await c.v2Create(phone, {
+          ip: `198.51.${attack >> 8}.${attack & 255}`,
+          device_id: `device-${attack}`,
+        });
+        expect(res.status, res.text).to.equal(200);
+        attack++;
+        if (res.body.status !== "blocked") attackSent++;
+        // Real users keep coming: one in each served country every 30 attack sends.
+        if (attack % 30 === 0 && legitTurn < 40) {
+          for (const cc of served) await legitUser(cc, legitTurn);
+          legitTurn++;
+        }
+      }
+    }
+    console.log(
+      `      attack: ${attackSent} of ${attack} sent; legitimate: ${legitSent} sent, ${legitRefused} refused`,
+    );
+    expect(attack).to.equal(720);
+    // The budget, and each new country's first sends before it: at most 10% of the attack.
+    expect(attackSent).to.be.at.most(30);
+    expect(attackSent).to.be.at.most(attack * 0.1);
+    expect(legitRefused).to.equal(0);
+    expect(legitSent).to.be.at.least(60);
+    const recorded = await rulesRecorded(rig, c.uuid);
+    expect(recorded).to.have.length(attack - attackSent);
+    expect(new Set(recorded)).to.deep.equal(new Set(["block new_destination_budget"]));
+  });
+
+  it("earns credit once per converting number: four numbers entering five codes each earn what four codes do", async function () {
+    this.timeout(120_000);
+    const c = await rig.account("Re-entered codes");
+    // Four numbers of the attacker's, each entering five codes.
+    for (let n = 0; n < 4; n++) {
+      for (let k = 0; k < 5; k++) expect(await converting(rig, c, frNumber("orange", n))).to.equal(true);
+    }
+    // Then pumping to numbers nobody enters, in the same country: 10 + 2 x 4 sends in the window,
+    // the 20 sends to the owned numbers included; 20 conversions would have allowed 10 + 2 x 20.
+    let pumped = 0;
+    for (let i = 100; i < 150; i++) {
+      const res = await c.v2Create(frNumber("orange", i));
+      if (res.body.status !== "blocked") pumped++;
+    }
+    expect(pumped).to.equal(0);
+    expect(new Set(await rulesRecorded(rig, c.uuid))).to.deep.equal(new Set(["block destination_surge"]));
+  });
+
+  it("never refuses a returning user by an adaptive rule: a number that converted gets its code while its destination is blocked, and a geo block still holds it", async function () {
+    this.timeout(120_000);
+    const c = await rig.account("Returning users");
+    const user = frNumber("bouygues", 0);
+    expect(await converting(rig, c, user)).to.equal(true);
+    // Strangers' sends nobody enters fill the destination (10 + 2 for the one conversion).
+    for (let i = 1; i <= 11; i++) {
+      expect((await c.v2Create(frNumber("bouygues", i))).body.status, `send ${i}`).to.equal("success");
+    }
+    expect((await c.v2Create(frNumber("bouygues", 12))).body.status).to.equal("blocked");
+    // The user comes back: V2 and V1 both send.
+    expect(await converting(rig, c, user)).to.equal(true);
+    const v1 = await c.v1Send(user);
+    expect(v1.body.status, v1.text).to.equal("pending");
+    expect((await c.v2Create(frNumber("bouygues", 13))).body.status).to.equal("blocked");
+    // A geo block is the tenant's own choice: it holds returning users too.
+    await rig.app.registry.redis.hset(rig.app.registry.fraud.keys.policy(c.uuid), "g:FR", "block");
+    expect((await c.v2Create(user)).body.status).to.equal("blocked");
+    expect(await rulesRecorded(rig, c.uuid)).to.deep.equal([
+      "block destination_surge",
+      "block destination_surge",
+      "block geo",
+    ]);
+  });
+
+  it("records would_block new_destination_budget in shadow mode and sends", async function () {
+    this.timeout(120_000);
+    const c = await rig.account("Shadow budget");
+    await rig.app.registry.redis.hset(rig.app.registry.fraud.keys.policy(c.uuid), "mode", "shadow");
+    const countries = countriesWith(1, 80).slice(0, 32);
+    let sent = 0;
+    for (const numbers of countries) {
+      if ((await c.v2Create(numbers[0] ?? "")).body.status !== "blocked") sent++;
+    }
+    expect(sent).to.equal(32);
+    expect(await rulesRecorded(rig, c.uuid)).to.deep.equal([
+      "would_block new_destination_budget",
+      "would_block new_destination_budget",
+    ]);
+  });
+});
