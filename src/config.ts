@@ -230,6 +230,9 @@ const schema = z
     FRAUD_NEW_DESTINATION_BUDGET: z.coerce.number().int().min(1).max(1_000_000).default(30),
     FRAUD_BASELINE_DAYS: z.coerce.number().int().min(1).max(60).default(14),
     FRAUD_RETURNING_DAYS: z.coerce.number().int().min(1).max(3_650).default(90),
+    FRAUD_SOURCE_SENDS: z.coerce.number().int().min(1).max(1_000_000).default(20),
+    FRAUD_SOURCE_COUNTRIES: z.coerce.number().int().min(1).max(300).default(3),
+    FRAUD_SOURCE_SHARE: z.coerce.number().min(0.5).max(1).default(0.8),
     FRAUD_BASELINE_SHARE: z.coerce.number().min(0).max(10).default(0.1),
     FRAUD_CONVERSION_CREDIT: z.coerce.number().min(0).max(100).default(2),
     FRAUD_GRACE_SECONDS: z.coerce.number().int().min(0).max(86_400).default(300),
@@ -613,6 +616,23 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     text:
       "Days a number that converted for a tenant stays a returning user: never refused by the destination " +
       "and budget rules (geo blocks and the hard windows still apply) ([fraud.md](fraud.md#returning-users)).",
+  },
+  FRAUD_SOURCE_SENDS: {
+    section: "fraud",
+    text:
+      "Unconverted sends one source (an IPv4 address, its /24, an IPv6 /64, a device id) may make in a UTC " +
+      "day before it is refused (rule `source_fanout`; a conversion gives its send back) " +
+      "([fraud.md](fraud.md#sources)).",
+  },
+  FRAUD_SOURCE_COUNTRIES: {
+    section: "fraud",
+    text: "Countries one source may send codes to in a UTC day; one more is refused (rule `source_fanout`).",
+  },
+  FRAUD_SOURCE_SHARE: {
+    section: "fraud",
+    text:
+      "Share of a surging destination's sends in the window that at most two sources must have made for " +
+      "those sources to be refused (rule `source_fanout`) instead of the destination, for everyone.",
   },
   FRAUD_BASELINE_SHARE: {
     section: "fraud",

@@ -2,8 +2,8 @@
 -- Keys are the tenant's (one hash tag): its policy hash, its `all` counters, its destinations
 -- index, its decision stream, the number's last-send record, one counters hash per destination
 -- (country, network when known, prefix), then three rankings per destination (fraud_rank), then
--- the number's own key (fraud_number_key): the last three in the tail `destKeys`
--- (src/fraud/engine.ts fraudTail). `f` is FraudArgs
+-- the number's own key (fraud_number_key), then one per source of the send (fraud_source_keys):
+-- the last four in the tail `destKeys` (src/fraud/engine.ts fraudTail). `f` is FraudArgs
 -- (src/fraud/engine.ts): now, api, country, network, prefix, masked, candidates (policy fields of
 -- the number's trusted prefixes), dests (destination ids, in the order of the keys) and rules.
 
@@ -65,6 +65,111 @@ local function fraud_returning(destKeys, f)
   if not key then return false end
   local at = tonumber(string.match(redis.call('GET', key) or '', '^(%d+)|'))
   return at ~= nil and f.now - at <= f.rules.returningMs
+end
+
+-- The keys of the send's sources (f.sources, in order): after the number's.
+local function fraud_source_keys(destKeys, f)
+  local base = 4 * #f.dests + 1
+  local keys = {}
+  for j = 1, #(f.sources or {}) do keys[j] = destKeys[base + j] end
+  return keys
+end
+
+-- What a source did on UTC day `day` (docs/fraud.md#sources): field 'n' of its key,
+-- '<day>,<sent>,<verified>,<countries, dot-separated>'.
+local function fraud_source_day(key, day)
+  local at, s, v, list = string.match(redis.call('HGET', key, 'n') or '', '^(%d+),(%d+),(%d+),(.*)$')
+  local sd = { sent = 0, verified = 0, list = '', countries = {}, count = 0 }
+  if tonumber(at) ~= day then return sd end
+  sd.sent, sd.verified, sd.list = tonumber(s), tonumber(v), list
+  for cc in string.gmatch(list, '[^.]+') do
+    sd.countries[cc] = true
+    sd.count = sd.count + 1
+  end
+  return sd
+end
+
+-- Counts a send (column 2, with its country) or a conversion (3) of the day at a source.
+local function fraud_source_bump(key, f, day, column)
+  local sd = fraud_source_day(key, day)
+  if column == 2 then
+    sd.sent = sd.sent + 1
+    -- The countries past the limit are not needed: the list stops one past it.
+    if not sd.countries[f.country] and sd.count <= f.rules.sourceCountries then
+      sd.list = sd.list == '' and f.country or (sd.list .. '.' .. f.country)
+    end
+  else
+    sd.verified = sd.verified + 1
+  end
+  redis.call('HSET', key, 'n', day .. ',' .. sd.sent .. ',' .. sd.verified .. ',' .. sd.list)
+  redis.call('PEXPIRE', key, 2 * 86400000)
+end
+
+-- The sources that made most of a destination's sends (docs/fraud.md#sources): two counters per
+-- window (Misra-Gries: a source met neither takes a free one, else both lose one), in the fields
+-- 'm<window parity><a|b>' of its counters, '<window>,<source digest>,<sends>'. Read for the
+-- window and the one before it, which together cover the sliding window.
+local function fraud_top(key, f)
+  local window = math.floor(f.now / (f.rules.windowSeconds * 1000))
+  local fields = { 'm0a', 'm0b', 'm1a', 'm1b' }
+  local raw = redis.call('HMGET', key, unpack(fields))
+  local now, sums = {}, {}
+  for j = 1, 4 do
+    local w, id, n = string.match(raw[j] or '', '^(%d+),([^,]+),(%d+)$')
+    w, n = tonumber(w), tonumber(n)
+    if w == window or w == window - 1 then
+      sums[id] = (sums[id] or 0) + n
+      if w == window then now[#now + 1] = { field = fields[j], id = id, n = n } end
+    end
+  end
+  return window, now, sums
+end
+
+-- Whether at most two sources explain a destination's surge to `sent` sends past its `bound`:
+-- they made at least rules.sourceShare of the bound, and the other sources' sends stay below the
+-- rest of it (a fifth by default: a rotating attacker gains that little; real users, whose codes
+-- are entered, raise the bound as they go). Also whether the send's own source is one of the two.
+local function fraud_explained(key, f, sent, bound)
+  if sent == 0 or f.track == nil or f.track == '' then return false, false end
+  local _, _, sums = fraud_top(key, f)
+  local ranked = {}
+  for id, n in pairs(sums) do ranked[#ranked + 1] = { id = id, n = n } end
+  table.sort(ranked, function(a, b) return a.n > b.n end)
+  local total, mine = 0, false
+  for j = 1, math.min(2, #ranked) do
+    total = total + ranked[j].n
+    if ranked[j].id == f.track then mine = true end
+  end
+  local share = f.rules.sourceShare
+  return total >= share * bound and sent - total < (1 - share) * bound, mine
+end
+
+-- Counts a send of the tracked source (f.track) in a destination's two counters of the window
+-- (not past its bound: the counters say who brought it there, and later sends do not wear them).
+local function fraud_track(key, f)
+  if f.track == nil or f.track == '' then return end
+  local window, slots = fraud_top(key, f)
+  local p = window % 2
+  local names = { 'm' .. p .. 'a', 'm' .. p .. 'b' }
+  local byField = {}
+  for _, slot in ipairs(slots) do byField[slot.field] = slot end
+  local a, b = byField[names[1]], byField[names[2]]
+  if a and a.id == f.track then a.n = a.n + 1
+  elseif b and b.id == f.track then b.n = b.n + 1
+  elseif not a then a = { id = f.track, n = 1 }
+  elseif not b then b = { id = f.track, n = 1 }
+  else
+    a.n, b.n = a.n - 1, b.n - 1
+    if a.n == 0 then a = nil end
+    if b.n == 0 then b = nil end
+  end
+  for j, slot in ipairs({ a or false, b or false }) do
+    if slot then
+      redis.call('HSET', key, names[j], window .. ',' .. slot.id .. ',' .. slot.n)
+    else
+      redis.call('HDEL', key, names[j])
+    end
+  end
 end
 
 -- The new-destination budget used over the window (docs/fraud.md#how-it-decides): the tenant's
@@ -139,6 +244,19 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
   end
   -- A number that converted for the tenant lately is a returning user: no adaptive rule refuses it.
   if fraud_returning(destKeys, f) then return { 'allow', 'none', 'returning number' } end
+  -- The narrowest first: a source that fans out is refused, whatever its destinations.
+  local _, today = fraud_clock(f)
+  for j, key in ipairs(fraud_source_keys(destKeys, f)) do
+    local sd = fraud_source_day(key, today)
+    if sd.sent - sd.verified >= r.sourceSends then
+      return verdict('source_fanout', string.format('%s: %d unconverted sends today; allowed %d',
+        f.sources[j], sd.sent - sd.verified, r.sourceSends))
+    end
+    if not sd.countries[f.country] and sd.count >= r.sourceCountries then
+      return verdict('source_fanout', string.format('%s: sent to %d countries today (%s); allowed %d',
+        f.sources[j], sd.count, string.gsub(sd.list, '%.', ', '), r.sourceCountries))
+    end
+  end
   local tenant = false
   for i = 1, #f.dests do
     local key = destKeys[i]
@@ -151,9 +269,23 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
     end
     local bound = r.newSends + r.share * st.busiest + r.credit * st.verified
     if st.sent >= bound then
-      return verdict('destination_surge', string.format(
-        '%s: %d sent, %d verified in the last %d s; allowed %d', fraud_label(f.dests[i]), st.sent,
-        st.verified, r.windowSeconds, math.floor(bound)))
+      -- Its sources are counted up to its bound only (fraud_track): who made the surge.
+      f.surging = f.surging or {}
+      f.surging[i] = true
+      -- A surge that at most two sources made refuses them, not the destination's other users.
+      local explained, mine = fraud_explained(key, f, st.sent, bound)
+      if mine then
+        return verdict('source_fanout', string.format(
+          '%s: %d sent, %d verified in the last %d s; allowed %d, at least %d%% of them from two ' ..
+          'sources or fewer, %s among them', fraud_label(f.dests[i]), st.sent, st.verified,
+          r.windowSeconds, math.floor(bound), math.floor(r.sourceShare * 100),
+          f.trackLabel or 'this source'))
+      end
+      if not explained then
+        return verdict('destination_surge', string.format(
+          '%s: %d sent, %d verified in the last %d s; allowed %d', fraud_label(f.dests[i]), st.sent,
+          st.verified, r.windowSeconds, math.floor(bound)))
+      end
     end
     if st.maturedSent >= r.minSends then
       if tenant == false then tenant = fraud_tenant_conversion(allKey, f) end
@@ -278,8 +410,17 @@ local function fraud_count(allKey, destsKey, sentKey, destKeys, f, outcome)
   if outcome == 'sent' then
     -- A send to a country without history draws on the budget; its conversion gives it back.
     if f.newDest then fraud_budget_bump(allKey, f, slice, 2) end
-    redis.call('SET', sentKey, slice .. '|' .. day .. '|' .. (f.newDest and '1' or '0'), 'PX',
-      r.windowSeconds * 1000)
+    -- Its sources count it, and its conversion gives it back to them (convert.lua).
+    local digests = {}
+    for _, key in ipairs(fraud_source_keys(destKeys, f)) do
+      fraud_source_bump(key, f, day, 2)
+      digests[#digests + 1] = string.match(key, '([^:]+)$')
+    end
+    for i = 1, n do
+      if not (f.surging and f.surging[i]) then fraud_track(destKeys[i], f) end
+    end
+    redis.call('SET', sentKey, slice .. '|' .. day .. '|' .. (f.newDest and '1' or '0') .. '|' ..
+      table.concat(digests, '.'), 'PX', r.windowSeconds * 1000)
   end
 end
 

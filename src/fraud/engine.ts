@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import type { Config } from "../config.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { Logger } from "../log.js";
@@ -6,6 +7,7 @@ import { describeNumber, parseE164, type NumberFacts, type ParsedNumber } from "
 import type { Metrics } from "../observability/metrics.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
+import { limitSubject, normalizeAddress, sourceNetwork } from "../net/cidr.js";
 import { FraudKeys } from "./keys.js";
 
 /** The APIs whose sends the engine judges (decision records' `api`, the metrics' label). */
@@ -21,6 +23,7 @@ export const FRAUD_RULES = [
   "destination_surge",
   "conversion_drop",
   "new_destination_budget",
+  "source_fanout",
 ] as const;
 export type FraudRule = (typeof FRAUD_RULES)[number];
 /** A tenant's mode: `enforce` (the default), `shadow` (records `would_block`, blocks nothing), `off`. */
@@ -35,8 +38,8 @@ export const NON_GEOGRAPHIC = "001";
 
 export const FRAUD_LIBRARY = new URL("./engine.lua", import.meta.url);
 
-/** The keyed hash a number is remembered by (128 bits of it, under the tenant's key). */
-const NUMBER_PURPOSE = "fraud-number";
+/** The keyed hash numbers and sources are remembered by (128 bits of it, with the tenant). */
+const DIGEST_PURPOSE = "fraud-number";
 
 /** Decides, records and counts one send on its own (session codes, simulate). */
 export const judgeScript = defineScript({
@@ -52,7 +55,7 @@ export const convertScript = defineScript({
   file: new URL("./convert.lua", import.meta.url),
   libraries: [FRAUD_LIBRARY],
   keys: ["sent", "all", "number"],
-  rest: "dest",
+  rest: "tail",
   argv: ["f"],
 });
 
@@ -114,6 +117,12 @@ export interface FraudRules {
   newDestinationBudget: number;
   /** How long a converted number stays a returning user (fraud_returning). */
   returningMs: number;
+  /** A source's unconverted sends in a day past which it is refused (fraud_source). */
+  sourceSends: number;
+  /** The countries a source may send to in a day (fraud_source). */
+  sourceCountries: number;
+  /** The share of a surge's sends at most two sources must have made for them to be refused instead. */
+  sourceShare: number;
   share: number;
   credit: number;
   graceMs: number;
@@ -134,6 +143,9 @@ export function fraudRules(config: FraudSettings): FraudRules {
     newSends: config.FRAUD_NEW_DESTINATION_SENDS,
     newDestinationBudget: config.FRAUD_NEW_DESTINATION_BUDGET,
     returningMs: config.FRAUD_RETURNING_DAYS * 86_400_000,
+    sourceSends: config.FRAUD_SOURCE_SENDS,
+    sourceCountries: config.FRAUD_SOURCE_COUNTRIES,
+    sourceShare: config.FRAUD_SOURCE_SHARE,
     share: config.FRAUD_BASELINE_SHARE,
     credit: config.FRAUD_CONVERSION_CREDIT,
     graceMs: config.FRAUD_GRACE_SECONDS * 1000,
@@ -157,7 +169,37 @@ export type FraudSettings = Pick<
   | "FRAUD_PREFIX_DIGITS"
   | "FRAUD_DECISIONS_MAX"
   | "FRAUD_RETURNING_DAYS"
+  | "FRAUD_SOURCE_SENDS"
+  | "FRAUD_SOURCE_COUNTRIES"
+  | "FRAUD_SOURCE_SHARE"
 >;
+
+/**
+ * Where a send was asked from, as its API tells (V1 `ip` and `device_id`, V2 `signals.ip` and
+ * `signals.device_id`, a login's caller address): empty strings when it does not.
+ */
+export interface FraudSource {
+  ip: string;
+  deviceId: string;
+}
+
+/** A send with no source given. */
+export const NO_SOURCE: FraudSource = { ip: "", deviceId: "" };
+
+/**
+ * The sources the engine counts a send under (docs/fraud.md#sources), as decision records name
+ * them: an IPv4 address and its /24, an IPv6 /64, the device id. The address's network (else the
+ * device) is the one a destination's surge is attributed to.
+ */
+export function sourceLabels(source: FraudSource): { labels: string[]; tracked: string | undefined } {
+  const labels: string[] = [];
+  const ip = source.ip === "" ? "" : normalizeAddress(source.ip);
+  if (isIP(ip) === 4) labels.push(`address ${ip}`, `network ${sourceNetwork(ip)}`);
+  else if (isIP(ip) === 6) labels.push(`network ${limitSubject(ip)}`);
+  const device = source.deviceId.slice(0, 128);
+  if (device !== "") labels.push(`device ${device}`);
+  return { labels, tracked: labels.find((l) => l.startsWith("network ")) ?? labels.at(-1) };
+}
 
 /** What engine.lua takes for one send (`f` in its functions). */
 export interface FraudArgs {
@@ -170,6 +212,12 @@ export interface FraudArgs {
   /** The policy fields naming the number and each of its prefixes as trusted. */
   candidates: string[];
   dests: string[];
+  /** The send's sources (sourceLabels), their keys at the end of the tail, in the same order. */
+  sources: string[];
+  /** The keyed hash of the source a destination's surge is attributed to; '' without one. */
+  track: string;
+  /** That source as decision records name it. */
+  trackLabel: string;
   rules: FraudRules;
 }
 
@@ -189,14 +237,16 @@ export interface FraudSendKeys {
   ranks: string[];
   /** What the tenant knows of the number, under its keyed hash (engine.lua fraud_returning). */
   number: string;
+  /** The day's counters of each source of the send (FraudArgs.sources), under keyed hashes. */
+  sources: string[];
 }
 
 /**
- * The tail of keys the send scripts take after their named ones: the counters, the rankings, then
- * the number's (engine.lua fraud_number_key).
+ * The tail of keys the send scripts take after their named ones: the counters, the rankings, the
+ * number's (engine.lua fraud_number_key), then the sources' (fraud_source_keys).
  */
-export function fraudTail(k: Pick<FraudSendKeys, "dests" | "ranks" | "number">): string[] {
-  return [...k.dests, ...k.ranks, k.number];
+export function fraudTail(k: Pick<FraudSendKeys, "dests" | "ranks" | "number" | "sources">): string[] {
+  return [...k.dests, ...k.ranks, k.number, ...k.sources];
 }
 
 /** The engine's answer to one send. */
@@ -252,17 +302,26 @@ export class FraudEngine {
     return phone === undefined ? false : this.converted(api, tenant, await this.destinationOf(phone));
   }
 
-  /** `now` is the send's, as its FraudArgs carry it: the rankings are those of its UTC day. */
-  sendKeys(tenant: string, d: Destination, now = Date.now()): FraudSendKeys {
+  /** A keyed hash (128 bits) naming what the engine keeps of a number or a source of a tenant. */
+  private digest(tenant: string, value: string): string {
+    return this.deps.secrets.hash(DIGEST_PURPOSE, `${tenant}\0${value}`).slice(0, 32);
+  }
+
+  /**
+   * `now` is the send's, as its FraudArgs carry it: the rankings are those of its UTC day. The
+   * sources' keys follow sourceLabels(source).
+   */
+  sendKeys(tenant: string, d: Destination, now = Date.now(), source: FraudSource = NO_SOURCE): FraudSendKeys {
     const k = this.keys;
     const day = Math.floor(now / 86_400_000);
     return {
+      sources: sourceLabels(source).labels.map((label) => k.source(tenant, this.digest(tenant, label))),
       policy: k.policy(tenant),
       all: k.counters(tenant, "all"),
       index: k.index(tenant),
       decisions: k.decisions(tenant),
       sent: k.sent(tenant, d.e164),
-      number: k.number(tenant, this.deps.secrets.hash(NUMBER_PURPOSE, `${tenant}\0${d.e164}`).slice(0, 32)),
+      number: k.number(tenant, this.digest(tenant, d.e164)),
       dests: d.dests.map((id) => k.counters(tenant, id)),
       ranks: d.dests.flatMap((id) => {
         const kind = id.slice(0, 1);
@@ -271,7 +330,8 @@ export class FraudEngine {
     };
   }
 
-  args(api: FraudApi, d: Destination, now: number): FraudArgs {
+  args(api: FraudApi, d: Destination, now: number, tenant = "", source: FraudSource = NO_SOURCE): FraudArgs {
+    const { labels, tracked } = sourceLabels(source);
     const digits = d.e164.slice(1);
     const candidates: string[] = [];
     for (let n = 1; n <= digits.length; n++) candidates.push(`t:+${digits.slice(0, n)}`);
@@ -284,17 +344,26 @@ export class FraudEngine {
       masked: d.masked,
       candidates,
       dests: d.dests,
+      sources: labels,
+      track: tracked === undefined ? "" : this.digest(tenant, tracked),
+      trackLabel: tracked ?? "",
       rules: this.rules,
     };
   }
 
   /** One send judged on its own (session login and step-up codes): counted as sent unless blocked. */
-  async judge(api: FraudApi, tenant: string, d: Destination, now = Date.now()): Promise<FraudDecision> {
-    const k = this.sendKeys(tenant, d, now);
+  async judge(
+    api: FraudApi,
+    tenant: string,
+    d: Destination,
+    now = Date.now(),
+    source: FraudSource = NO_SOURCE,
+  ): Promise<FraudDecision> {
+    const k = this.sendKeys(tenant, d, now, source);
     const reply = (await judgeScript.run(
       this.deps.redis,
       { policy: k.policy, all: k.all, index: k.index, decisions: k.decisions, sent: k.sent },
-      { f: JSON.stringify(this.args(api, d, now)) },
+      { f: JSON.stringify(this.args(api, d, now, tenant, source)) },
       fraudTail(k),
     )) as [FraudAction, FraudRule, string];
     const decision = { action: reply[0], rule: reply[1], detail: reply[2] };
@@ -314,15 +383,24 @@ export class FraudEngine {
   async converted(api: FraudApi, tenant: string, d: Destination, now = Date.now()): Promise<boolean> {
     const k = this.sendKeys(tenant, d);
     try {
-      const reply = (await convertScript.run(
-        this.deps.redis,
-        { sent: k.sent, all: k.all, number: k.number },
-        { f: JSON.stringify({ now, rules: this.rules }) },
-        k.dests,
-      )) as [string];
-      if (reply[0] !== "converted") return false;
-      this.deps.metrics?.verified(api, d.country);
-      return true;
+      // The send's record names its sources, whose keys the script must be given: read, then
+      // count unless another send replaced the record meanwhile (then read again).
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const record = await this.deps.redis.get(k.sent);
+        if (record === null) return false;
+        const digests = (record.split("|")[3] ?? "").split(".").filter((x) => x !== "");
+        const reply = (await convertScript.run(
+          this.deps.redis,
+          { sent: k.sent, all: k.all, number: k.number },
+          { f: JSON.stringify({ now, rules: this.rules, record, sources: digests.length }) },
+          [...k.dests, ...digests.map((x) => this.keys.source(tenant, x))],
+        )) as [string];
+        if (reply[0] === "changed") continue;
+        if (reply[0] !== "converted") return false;
+        this.deps.metrics?.verified(api, d.country);
+        return true;
+      }
+      return false;
     } catch (err) {
       this.deps.log?.warn("a conversion was not counted", { error: errorMessage(err) });
       return false;

@@ -46,6 +46,11 @@ export class FraudKeys {
     return this.keys.key("fraud", tenant, "num", number);
   }
 
+  /** A source's sends, conversions and countries of the day (`source` is its keyed hash). */
+  source(tenant: string, source: string): string {
+    return this.keys.key("fraud", tenant, "src", source);
+  }
+
   /** Where the last message to a number went, for its conversion. */
   sent(tenant: string, e164: string): string {
     return this.keys.key("fraud", tenant, "sent", e164);

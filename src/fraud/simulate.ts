@@ -295,7 +295,10 @@ export async function simulate(
       for (let due = pending.next(line.atMs); due !== undefined; due = pending.next(line.atMs)) {
         await convert(due);
       }
-      const decision = await engine.judge(line.api, line.tenant, d, line.atMs);
+      const decision = await engine.judge(line.api, line.tenant, d, line.atMs, {
+        ip: line.ip ?? "",
+        deviceId: line.deviceId ?? "",
+      });
       report.sends++;
       if (line.label === "fraud") report.fraud_sends++;
       if (line.label === "legit") report.legit_sends++;

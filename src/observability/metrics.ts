@@ -87,7 +87,7 @@ export class Metrics {
     });
     this.fraudDecisions = new Counter({
       name: "ringfence_fraud_decisions_total",
-      help: "Decisions of the fraud engine on code-carrying sends, by api (v1, v2, session), action (allow, block, would_block) and rule (none, geo, destination_surge, conversion_drop)",
+      help: "Decisions of the fraud engine on code-carrying sends, by api (v1, v2, session), action (allow, block, would_block) and rule (none, geo, destination_surge, conversion_drop, new_destination_budget, source_fanout)",
       labelNames: ["api", "action", "rule"],
       registers,
     });

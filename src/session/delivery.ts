@@ -7,7 +7,13 @@ import type { Keys, RedisClient } from "../redis/client.js";
 import { takeWindows, tooManyAttempts, type Window } from "../otp/code.js";
 import { WindowKeys } from "../otp/window-keys.js";
 import { screenNumber } from "../lookup/spam.js";
-import { refusalName, type Destination, type FraudEngine } from "../fraud/engine.js";
+import {
+  NO_SOURCE,
+  refusalName,
+  type Destination,
+  type FraudEngine,
+  type FraudSource,
+} from "../fraud/engine.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import type { AppStore } from "../apps/store.js";
 import { parseE164 } from "../lookup/numbers.js";
@@ -59,29 +65,34 @@ export class CodeSender {
     };
     // The app's windows count only while no user holds the identifier.
     const newcomer = { key: this.deps.users.indexKey(appId, id), exists: false };
-    await this.allowSend(appId, id, [
-      ...identifierWindows(perIdentifier, source, (digest) => rl.loginIdentifierFrom(appId, digest)),
-      { key: rl.login(appId), rule: config.LOGIN_LIMIT_APP, name: "LOGIN_LIMIT_APP", when: newcomer },
-      ...(id.type === "phone_number"
-        ? [
-            {
-              key: rl.appSms(appId),
-              rule: config.APP_SMS_DAILY_LIMIT,
-              name: "APP_SMS_DAILY_LIMIT",
-              when: newcomer,
-            },
-          ]
-        : []),
-      ...(source === undefined
-        ? []
-        : [
-            {
-              key: rl.loginAddress(appId, limitSubject(source.address)),
-              rule: config.LOGIN_LIMIT_IP,
-              name: "LOGIN_LIMIT_IP",
-            },
-          ]),
-    ]);
+    await this.allowSend(
+      appId,
+      id,
+      [
+        ...identifierWindows(perIdentifier, source, (digest) => rl.loginIdentifierFrom(appId, digest)),
+        { key: rl.login(appId), rule: config.LOGIN_LIMIT_APP, name: "LOGIN_LIMIT_APP", when: newcomer },
+        ...(id.type === "phone_number"
+          ? [
+              {
+                key: rl.appSms(appId),
+                rule: config.APP_SMS_DAILY_LIMIT,
+                name: "APP_SMS_DAILY_LIMIT",
+                when: newcomer,
+              },
+            ]
+          : []),
+        ...(source === undefined
+          ? []
+          : [
+              {
+                key: rl.loginAddress(appId, limitSubject(source.address)),
+                rule: config.LOGIN_LIMIT_IP,
+                name: "LOGIN_LIMIT_IP",
+              },
+            ]),
+      ],
+      { ip: source?.address ?? "", deviceId: "" },
+    );
   }
 
   /**
@@ -114,7 +125,12 @@ export class CodeSender {
    * hash tag, the caller's own limits: the login's here, step-up's in src/stepup/limits.ts), all
    * or nothing.
    */
-  async allowSend(appId: string, id: Identifier, windows: Window[]): Promise<void> {
+  async allowSend(
+    appId: string,
+    id: Identifier,
+    windows: Window[],
+    source: FraudSource = NO_SOURCE,
+  ): Promise<void> {
     const { config, keys, redis } = this.deps;
     const member = randomUUID();
     let range: Window | undefined;
@@ -139,7 +155,7 @@ export class CodeSender {
       // One script for all: the range refuses as spam, any other full window as too many.
       const all = range === undefined ? windows : [range, ...windows];
       const { waitMs, full } = await takeWindows(redis, all, member);
-      if (waitMs === 0) return this.judged(appId, destination);
+      if (waitMs === 0) return this.judged(appId, destination, source);
       if (full !== undefined && full === range) throw refusedBy(range.name, spamDetected());
       throw refusedBy(full?.name, tooManyAttempts("too many codes asked for: try again later", waitMs));
     }
@@ -150,16 +166,20 @@ export class CodeSender {
     if (waitMs > 0)
       throw refusedBy(full?.name, tooManyAttempts("too many codes asked for: try again later", waitMs));
     await takeWindows(redis, [range], member, "add");
-    await this.judged(appId, destination);
+    await this.judged(appId, destination, source);
   }
 
   /**
    * The fraud engine's decision on an SMS the windows let through (docs/fraud.md): 403
    * spam_detected on a block. The app is the tenant.
    */
-  private async judged(appId: string, destination: Destination | undefined): Promise<void> {
+  private async judged(
+    appId: string,
+    destination: Destination | undefined,
+    source: FraudSource,
+  ): Promise<void> {
     if (destination === undefined) return;
-    const decision = await this.deps.fraud.judge("session", appId, destination);
+    const decision = await this.deps.fraud.judge("session", appId, destination, Date.now(), source);
     if (decision.action === "block") throw refusedBy(refusalName(decision.rule), spamDetected());
   }
 

@@ -167,6 +167,7 @@ export class VerifyEngine {
     };
     const ip = req.ip === "" ? "" : limitSubject(req.ip);
     const place = sendPlace(account.customerUuid, authUuid, phone, ip, req.deviceId, config, t);
+    const source = { ip: req.ip, deviceId: req.deviceId };
     const sms = {
       to: phone.e164,
       from,
@@ -185,7 +186,7 @@ export class VerifyEngine {
         place,
         {
           now: t,
-          fraud: fraud.args(req.api, destination, t),
+          fraud: fraud.args(req.api, destination, t, account.customerUuid, source),
           authUuid,
           phone: phone.e164,
           member: `${authUuid}:1`,
@@ -239,7 +240,7 @@ export class VerifyEngine {
               : { url: req.callbackUrl, secretRef: secretRef(ACCOUNT_SECRET_KIND, account.customerUuid) },
         },
         held,
-        fraud.sendKeys(account.customerUuid, destination, t),
+        fraud.sendKeys(account.customerUuid, destination, t, source),
       )
       .catch(this.giveBack(store.holdOf(place, sms.reference, "send"), held, call));
     if (judged !== undefined) fraud.noted(req.api, judged, destination.country);
@@ -313,7 +314,7 @@ export class VerifyEngine {
           price,
           member: `${authUuid}:${attempt}`,
           limits: { number: config.RATE_LIMIT_NUMBER, account: config.RATE_LIMIT_ACCOUNT },
-          fraud: fraud.args(auth.api, destination, t),
+          fraud: fraud.args(auth.api, destination, t, account.customerUuid),
         },
         held,
         fraud.sendKeys(account.customerUuid, destination, t),

@@ -194,8 +194,17 @@ describe("fraud engine: adaptive rules over REST (docs/fraud.md#how-it-decides)"
   });
 
   it("names every rule and action of the engine in a decision or metric of these tests", () => {
-    // geo and would_block: test/fraud/judge.test.ts; the others above and in conversion_drop below.
-    expect(FRAUD_RULES).to.include.members(["none", "geo", "destination_surge", "conversion_drop"]);
+    // geo and would_block: test/fraud/judge.test.ts; new_destination_budget:
+    // test/fraud/second-pass.test.ts; source_fanout: test/fraud/sources.test.ts; the others above
+    // and in conversion_drop below.
+    expect([...FRAUD_RULES]).to.deep.equal([
+      "none",
+      "geo",
+      "destination_surge",
+      "conversion_drop",
+      "new_destination_budget",
+      "source_fanout",
+    ]);
     expect(FRAUD_ACTIONS).to.include.members(["allow", "block", "would_block"]);
   });
 });

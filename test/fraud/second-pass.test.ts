@@ -1,36 +1,8 @@
 import { expect } from "chai";
-import { getCountries, getExampleNumber, parsePhoneNumberFromString } from "libphonenumber-js/max";
-import examples from "libphonenumber-js/mobile/examples";
 import { Customer, FraudRig, frNumber } from "../support/fraud.js";
-
-/** Countries (not `except`) and `count` numbers of each, as mobiles() gives them. */
-function countriesWith(count: number, from: number, except: readonly string[] = []): string[][] {
-  const out: string[][] = [];
-  for (const cc of getCountries()) {
-    if (except.includes(cc)) continue;
-    const numbers = mobiles(cc, count, from);
-    if (numbers !== undefined) out.push(numbers);
-  }
-  return out;
-}
-
-/**
- * `count` mobile numbers of `country`: its example mobile number with the last four digits
- * replaced, spread over its range as real users' are (SPAM_RANGE_BURST refuses runs of
- * neighbouring numbers); undefined when one of them is not a valid mobile number there.
- */
-function mobiles(country: string, count: number, from = 0): string[] | undefined {
-  const example = getExampleNumber(country as Parameters<typeof getExampleNumber>[0], examples);
-  if (example === undefined) return undefined;
-  const out: string[] = [];
-  for (let i = from; i < from + count; i++) {
-    const n = `${example.number.slice(0, -4)}${String((i * 7919 + 1234) % 10_000).padStart(4, "0")}`;
-    const type = parsePhoneNumberFromString(n)?.getType();
-    if (type !== "MOBILE" && type !== "FIXED_LINE_OR_MOBILE") return undefined;
-    out.push(n);
-  }
-  return out;
-}
+import { countriesWith, mobiles } from "../support/phones.js";
+import { callFrom } from "../support/rest.js";
+import { cliEnv, runCli } from "../support/app.js";
 
 /** A user's own address, from its number (hard windows per address stay out of the way). */
 function userAddress(phone: string): string {
@@ -94,8 +66,9 @@ describe("fraud engine, second pass: new-destination budget, credit per number, 
     for (let round = 0; round < 12; round++) {
       for (const numbers of attacked) {
         const phone = numbers[round] ?? "";
+        // Each from an address of its own /24: no source explains the traffic.
         const res = await c.v2Create(phone, {
-          ip: `198.51.${attack >> 8}.${attack & 255}`,
+          ip: `${11 + (attack % 200)}.${attack >> 8}.${attack & 255}.7`,
           device_id: `device-${attack}`,
         });
         expect(res.status, res.text).to.equal(200);
@@ -179,5 +152,52 @@ describe("fraud engine, second pass: new-destination budget, credit per number, 
       "would_block new_destination_budget",
       "would_block new_destination_budget",
     ]);
+  });
+
+  it("gives the public login endpoint's pumping, 60 countries x 10 from 70 addresses, at most the budget, while the app's users in France log in", async function () {
+    this.timeout(300_000);
+    const made = await runCli(["apps", "create", "--name", "Public login"], cliEnv(rig.app.config));
+    const appId = String((JSON.parse(made.stdout) as Record<string, string>).app_id);
+    const login = (phone: string, from: string) =>
+      callFrom(from, `${rig.app.baseUrl}/v1/session/login/otp`, "POST", {
+        app_id: appId,
+        identifier: { type: "phone_number", value: phone },
+      });
+    const users = mobiles("FR", 30) ?? [];
+    let usersServed = 0;
+    const userLogin = async (i: number) => {
+      const phone = users[i] ?? "";
+      const before = rig.smsTo(phone);
+      const started = await login(phone, `127.200.${i}.1`);
+      if (started.status !== 200) return;
+      const done = await callFrom(`127.200.${i}.1`, `${rig.app.baseUrl}/v1/session/login/otp/check`, "POST", {
+        challenge_token: started.body.challenge_token,
+        code: await rig.codeTo(phone, before),
+      });
+      expect(done.status, JSON.stringify(done.body)).to.equal(200);
+      usersServed++;
+    };
+    for (let i = 0; i < 5; i++) await userLogin(i);
+    // Then one user every 24 pumped codes: 25 more.
+    const countries = countriesWith(10, 60, ["FR"]).slice(0, 60);
+    let attack = 0;
+    let delivered = 0;
+    for (let round = 0; round < 10; round++) {
+      for (const numbers of countries) {
+        // 70 addresses of 70 networks, none past LOGIN_LIMIT_IP (10 an hour).
+        const from = `127.${10 + (attack % 70)}.0.1`;
+        const r = await login(numbers[round] ?? "", from);
+        expect([200, 403], JSON.stringify(r.body)).to.include(r.status);
+        attack++;
+        if (r.status === 200) delivered++;
+        if (attack % 24 === 0) await userLogin(4 + attack / 24);
+      }
+    }
+    console.log(
+      `      login pumping: ${delivered} of ${attack} sent; the app's users: ${usersServed} of 30 logged in`,
+    );
+    expect(attack).to.equal(600);
+    expect(delivered).to.be.at.most(attack * 0.1);
+    expect(usersServed).to.equal(30);
   });
 });

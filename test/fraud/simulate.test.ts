@@ -111,7 +111,8 @@ describe("ringfence fraud simulate", function () {
 
   it("blocks a pumping burst to a never-served country after its first sends, and no converting user", async () => {
     const report = await simulate(file("small.jsonl", scenarioJsonl(smallFile())));
-    // LV gets FRAUD_NEW_DESTINATION_SENDS sends, then nothing: it converts none.
+    // LV gets FRAUD_NEW_DESTINATION_SENDS sends, then nothing: it converts none. Its surge came
+    // from one /24 (198.18.0.0/24, decisions 9.4): that source is refused, not the country.
     expect(report).to.deep.include({
       sends: 70,
       blocked: 30,
@@ -121,13 +122,14 @@ describe("ringfence fraud simulate", function () {
       legit_blocked: 0,
       would_block: 0,
       verified: 30,
-      rules: { destination_surge: 30 },
+      rules: { source_fanout: 30 },
     });
   });
 
   it("takes the FRAUD_* settings from the environment, as the service does", async () => {
     const report = await simulate(file("small.jsonl", scenarioJsonl(smallFile())), [], {
       FRAUD_NEW_DESTINATION_SENDS: "25",
+      FRAUD_SOURCE_SENDS: "100",
     });
     expect(report).to.deep.include({ fraud_blocked: 15, legit_blocked: 0 });
   });

@@ -1,12 +1,11 @@
 import { expect } from "chai";
 import { status } from "@grpc/grpc-js";
-import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { SessionServiceClient } from "../../src/gen/ringfence/session/v1/session_service.js";
 import { LookupServiceClient } from "../../src/gen/ringfence/lookup/v2/lookup_service.js";
 import { OAuthServiceClient } from "../../src/gen/ringfence/oauth/v1/oauth_service.js";
 import { loadConfig, ConfigError } from "../../src/config.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "../support/app.js";
-import { basicAuth, rest, type Json } from "../support/rest.js";
+import { basicAuth, callFrom, rest, type Json } from "../support/rest.js";
 import { Receiver, SmsReceiver } from "../support/receivers.js";
 import { PWD, reviewEntry } from "../support/stepup.js";
 import { Keys } from "../../src/redis/client.js";
@@ -114,37 +113,6 @@ function wrongGuess(n: number, avoid: string): string {
     if (s !== avoid) return s;
     g += 1;
   }
-}
-
-/** A JSON REST call sent from `localAddress` (another loopback address: another client). */
-function callFrom(
-  localAddress: string,
-  url: string,
-  method: string,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; headers: IncomingHttpHeaders; body: Json }> {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = httpRequest(
-      url,
-      {
-        method,
-        localAddress,
-        headers: { ...(data === undefined ? {} : { "content-type": "application/json" }), ...headers },
-      },
-      (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (c: string) => (text += c));
-        res.on("end", () => {
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text) as Json });
-        });
-      },
-    );
-    req.on("error", reject);
-    req.end(data);
-  });
 }
 
 function expect429(r: { status: number; headers: Headers; body: Json }, what: string): void {

@@ -43,6 +43,8 @@ function dataEnv(): Record<string, string> {
 export const FRAUD_SURGES_OFF = {
   FRAUD_NEW_DESTINATION_SENDS: "1000000",
   FRAUD_NEW_DESTINATION_BUDGET: "1000000",
+  FRAUD_SOURCE_SENDS: "1000000",
+  FRAUD_SOURCE_COUNTRIES: "300",
 };
 
 /**

@@ -1,3 +1,4 @@
+import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Buffer } from "node:buffer";
 
 /** A JSON object as tests read it. */
@@ -82,4 +83,35 @@ function parseJson(text: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** A JSON REST call sent from `localAddress` (another loopback address: another client). */
+export function callFrom(
+  localAddress: string,
+  url: string,
+  method: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: IncomingHttpHeaders; body: Json }> {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = httpRequest(
+      url,
+      {
+        method,
+        localAddress,
+        headers: { ...(data === undefined ? {} : { "content-type": "application/json" }), ...headers },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (text += c));
+        res.on("end", () => {
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text) as Json });
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end(data);
+  });
 }

@@ -125,7 +125,10 @@ export interface FraudDecision {
   phoneNumber: string;
   /** `block` (nothing was sent or charged) or `would_block` (shadow mode: the message was sent). */
   action: string;
-  /** The rule: `geo`, `destination_surge` or `conversion_drop`. */
+  /**
+   * The rule: `geo`, `destination_surge`, `conversion_drop`, `new_destination_budget` or
+   * `source_fanout`.
+   */
   rule: string;
   /** What the rule saw, for people: the destination and its numbers. */
   detail: string;
