@@ -10,6 +10,10 @@ const DAY = 86_400_000;
 /** The bounds docs/fraud.md#what-redis-keeps promises (the measures there, with some room). */
 const DESTINATION_BYTES_FULL = 700;
 const DESTINATIONS_10K_BYTES = 8_500_000;
+/** A source's day (docs/fraud.md#sources), a returning number, and a destination's two top sources. */
+const SOURCE_BYTES = 200;
+const NUMBER_BYTES = 200;
+const TOP_SOURCES_BYTES = 200;
 
 const bytes = async (redis: RedisClient, key: string) =>
   Number(await redis.call("MEMORY", "USAGE", key, "SAMPLES", "0"));
@@ -110,5 +114,36 @@ describe("fraud engine: what Redis keeps (docs/fraud.md#what-redis-keeps)", () =
     // tomorrow: docs/fraud.md#insights), skip lists too.
     expect(byKind.rankings / 10_010).to.be.at.most(360);
     expect(byKind.other).to.equal(0);
+  });
+
+  it(`keeps a source's day in at most ${SOURCE_BYTES} bytes, a returning number in ${NUMBER_BYTES}, a destination's top sources in ${TOP_SOURCES_BYTES} more`, async function () {
+    this.timeout(30_000);
+    const { fraud, redis } = app.registry;
+    const tenant = randomUUID();
+    const countries = ["FR", "DE", "GB", "ES", "IT"];
+    const source = { ip: "198.51.100.7", deviceId: "a-device-id-of-forty-characters-0000000" };
+    const plain = synthetic(500, "FR");
+    await fraud.judge("v2", tenant, plain);
+    const before = await bytes(redis, fraud.keys.counters(tenant, `c:FR`));
+    for (let i = 0; i < 20; i++)
+      await fraud.judge("v2", tenant, synthetic(i, countries[i % 5]), Date.now(), source);
+    const keys = fraud.sendKeys(tenant, plain, Date.now(), source);
+    expect(keys.sources).to.have.length(3);
+    const sources = await Promise.all(keys.sources.map((k) => bytes(redis, k)));
+    // The FR destination now also holds the window's two top sources.
+    const withTop = await bytes(redis, fraud.keys.counters(tenant, `c:FR`));
+    // (The source was refused past its third country: a number of the second converts.)
+    const d = synthetic(1, countries[1]);
+    await fraud.converted("v2", tenant, d);
+    const number = await bytes(redis, fraud.sendKeys(tenant, d).number);
+    console.log(
+      `      a source's day: ${JSON.stringify(sources)} bytes; a returning number: ${number}; two top sources: +${withTop - before}`,
+    );
+    for (const b of sources) expect(b).to.be.at.most(SOURCE_BYTES);
+    expect(number).to.be.at.most(NUMBER_BYTES);
+    expect(withTop - before).to.be.at.most(TOP_SOURCES_BYTES);
+    for (const key of [...keys.sources, fraud.sendKeys(tenant, d).number]) {
+      expect(await redis.pttl(key), key).to.be.greaterThan(0);
+    }
   });
 });
