@@ -43,7 +43,7 @@ export const TOKEN_FORM = (scope: string) =>
  * a number range taken again only every 10,000 sends (SPAM_RANGE_BURST allows 10 in 10 minutes),
  * so that no per-number, per-address, per-device or range-burst rule answers `rate_limited` or
  * `spam_detected` instead of sending (the account's own rule, RATE_LIMIT_ACCOUNT, and the fraud engine's
- * surge bound, FRAUD_NEW_DESTINATION_SENDS, are raised by the bench).
+ * bounds, FRAUD_NEW_DESTINATION_SENDS and the others of bench/service.ts, are raised by the bench).
  */
 export function sendBody(f: Fixture, k: number): Record<string, string> {
   // 061… is mobile throughout (not every 06x… is): 10,000 ranges of 1,000 numbers, taken in turn.

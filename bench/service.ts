@@ -18,8 +18,12 @@ export const CHANGED_SETTINGS: Record<string, string> = {
   // One account makes every send: a customer of this size gets a larger hourly limit.
   RATE_LIMIT_ACCOUNT: "9999999/3600",
   // The sends convert nothing (no code is entered): the fraud engine still reads and counts every
-  // destination of every send, and its surge bound is raised so that it lets them through.
+  // destination and source of every send, and its bounds are raised so that it lets them through
+  // (the surge, the new-destination budget, a source's unconverted sends and countries).
   FRAUD_NEW_DESTINATION_SENDS: "1000000",
+  FRAUD_NEW_DESTINATION_BUDGET: "1000000",
+  FRAUD_SOURCE_SENDS: "1000000",
+  FRAUD_SOURCE_COUNTRIES: "300",
 };
 
 /**
