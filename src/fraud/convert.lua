@@ -40,7 +40,7 @@ end
 if window then
   if new == '1' then fraud_budget_bump(allKey, f, slice, 3) end
   for _, key in ipairs(sourceKeys) do
-    if fraud_source_day(key, day).sent > 0 then fraud_source_bump(key, f, day, 3) end
+    if fraud_source_day(key, day, f).sent > 0 then fraud_source_bump(key, f, day, 3) end
   end
 end
 redis.call('SET', numberKey, f.now .. '|' .. (window and slice or lastSlice) .. '|' ..

@@ -77,10 +77,18 @@ end
 
 -- What a source did on UTC day `day` (docs/fraud.md#sources): field 'n' of its key,
 -- '<day>,<sent>,<verified>,<countries, dot-separated>'.
-local function fraud_source_day(key, day)
+local function fraud_source_day(key, day, f)
+  -- Read once per script: the decision's read serves the count after it (fraud_source_bump).
+  local known = f and f.sourceDays and f.sourceDays[key]
+  if known then return known end
   local at, s, v, list = string.match(redis.call('HGET', key, 'n') or '', '^(%d+),(%d+),(%d+),(.*)$')
-  local sd = { sent = 0, verified = 0, list = '', countries = {}, count = 0 }
+  local sd = { sent = 0, verified = 0, list = '', countries = {}, count = 0, fresh = true }
+  if f then
+    f.sourceDays = f.sourceDays or {}
+    f.sourceDays[key] = sd
+  end
   if tonumber(at) ~= day then return sd end
+  sd.fresh = false
   sd.sent, sd.verified, sd.list = tonumber(s), tonumber(v), list
   for cc in string.gmatch(list, '[^.]+') do
     sd.countries[cc] = true
@@ -91,7 +99,7 @@ end
 
 -- Counts a send (column 2, with its country) or a conversion (3) of the day at a source.
 local function fraud_source_bump(key, f, day, column)
-  local sd = fraud_source_day(key, day)
+  local sd = fraud_source_day(key, day, f)
   if column == 2 then
     sd.sent = sd.sent + 1
     -- The countries past the limit are not needed: the list stops one past it.
@@ -102,7 +110,11 @@ local function fraud_source_bump(key, f, day, column)
     sd.verified = sd.verified + 1
   end
   redis.call('HSET', key, 'n', day .. ',' .. sd.sent .. ',' .. sd.verified .. ',' .. sd.list)
-  redis.call('PEXPIRE', key, 2 * 86400000)
+  -- Its day's first write sets its expiry: the key lives that day and the next.
+  if sd.fresh then
+    redis.call('PEXPIRE', key, 2 * 86400000)
+    sd.fresh = false
+  end
 end
 
 -- The sources that made most of a destination's sends (docs/fraud.md#sources): two counters per
@@ -163,13 +175,17 @@ local function fraud_track(key, f)
     if a.n == 0 then a = nil end
     if b.n == 0 then b = nil end
   end
+  local set, gone = {}, {}
   for j, slot in ipairs({ a or false, b or false }) do
     if slot then
-      redis.call('HSET', key, names[j], window .. ',' .. slot.id .. ',' .. slot.n)
-    else
-      redis.call('HDEL', key, names[j])
+      set[#set + 1] = names[j]
+      set[#set + 1] = window .. ',' .. slot.id .. ',' .. slot.n
+    elseif byField[names[j]] then
+      gone[#gone + 1] = names[j]
     end
   end
+  if #set > 0 then redis.call('HSET', key, unpack(set)) end
+  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
 end
 
 -- The new-destination budget used over the window (docs/fraud.md#how-it-decides): the tenant's
@@ -247,7 +263,7 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
   -- The narrowest first: a source that fans out is refused, whatever its destinations.
   local _, today = fraud_clock(f)
   for j, key in ipairs(fraud_source_keys(destKeys, f)) do
-    local sd = fraud_source_day(key, today)
+    local sd = fraud_source_day(key, today, f)
     if sd.sent - sd.verified >= r.sourceSends then
       return verdict('source_fanout', string.format('%s: %d unconverted sends today; allowed %d',
         f.sources[j], sd.sent - sd.verified, r.sourceSends))
