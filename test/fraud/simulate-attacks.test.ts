@@ -1,0 +1,175 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect } from "chai";
+import type { SimulateReport } from "../../src/fraud/simulate.js";
+import { runCli } from "../support/app.js";
+import { FRAUD_DEFAULTS, frNumber } from "../support/fraud.js";
+import { countriesWith, mobiles } from "../support/phones.js";
+import { testRedisUrl } from "../support/hooks.js";
+
+const T0 = Date.parse("2026-03-02T08:00:00Z");
+const HOUR = 3_600_000;
+
+interface Line {
+  at: string;
+  api: "v1" | "v2" | "session";
+  tenant: string;
+  phone_number: string;
+  ip?: string;
+  device_id?: string;
+  verified_after_s: number | null;
+  label?: "legit" | "fraud";
+}
+
+const line = (
+  atMs: number,
+  api: Line["api"],
+  tenant: string,
+  phone: string,
+  label: Line["label"],
+  verified: number | null,
+  ip?: string,
+  device?: string,
+): Line => ({
+  at: new Date(atMs).toISOString(),
+  api,
+  tenant,
+  phone_number: phone,
+  ...(ip === undefined ? {} : { ip }),
+  ...(device === undefined ? {} : { device_id: device }),
+  verified_after_s: verified,
+  label,
+});
+
+/**
+ * A tenant's real users over `hours` from T0: `perHour` sends an hour in each of `countries`, each
+ * from its own address and device, 85% of them entering their code 5 s later.
+ */
+function legitTraffic(
+  api: Line["api"],
+  tenant: string,
+  countries: string[],
+  hours: number,
+  perHour: number,
+): Line[] {
+  const out: Line[] = [];
+  for (const cc of countries) {
+    const numbers = mobiles(cc, hours * perHour, 0) ?? [];
+    numbers.forEach((phone, i) => {
+      const at = T0 + Math.floor((i * HOUR) / perHour) + countries.indexOf(cc) * 1000;
+      const user = i + 1000 * countries.indexOf(cc);
+      const ip = `100.${64 + ((user >> 8) & 63)}.${user & 255}.9`;
+      out.push(line(at, api, tenant, phone, "legit", i % 20 < 17 ? 5 : null, ip, `user-${cc}-${i}`));
+    });
+  }
+  return out;
+}
+
+/** The issue's attacks (decisions 9.4), each with its tenant's converting real users, over 3 hours. */
+const ATTACKS: Record<string, () => Line[]> = {
+  // 60 never-served countries, 12 codes each an hour, every send from its own address and device.
+  "60 countries x 12 an hour, each send from its own address and device": () => {
+    const tenant = "fanout-tenant";
+    const out = legitTraffic("v2", tenant, ["FR", "DE", "ES"], 3, 20);
+    const countries = countriesWith(36, 5000, ["FR", "DE", "ES"]).slice(0, 60);
+    let n = 0;
+    for (let hour = 0; hour < 3; hour++) {
+      for (let k = 0; k < 12; k++) {
+        for (const numbers of countries) {
+          const at = T0 + 1_800_000 + hour * HOUR + Math.floor((n % 720) * 5000);
+          const ip = `${11 + (n % 200)}.${(n >> 8) & 255}.${n & 255}.7`;
+          out.push(line(at, "v2", tenant, numbers[hour * 12 + k] ?? "", "fraud", null, ip, `bot-${n}`));
+          n++;
+        }
+      }
+    }
+    return out;
+  },
+  // The public login: 60 countries x 10 an hour from 70 addresses.
+  "login codes, 60 countries x 10 an hour from 70 addresses": () => {
+    const app = "app_public_login";
+    const out = legitTraffic("session", app, ["FR", "DE", "ES"], 3, 20);
+    const countries = countriesWith(30, 6000, ["FR", "DE", "ES"]).slice(0, 60);
+    let n = 0;
+    for (let hour = 0; hour < 3; hour++) {
+      for (let k = 0; k < 10; k++) {
+        for (const numbers of countries) {
+          const at = T0 + 1_800_000 + hour * HOUR + (n % 600) * 6000;
+          out.push(
+            line(at, "session", app, numbers[hour * 10 + k] ?? "", "fraud", null, `198.${18 + (n % 70)}.0.1`),
+          );
+          n++;
+        }
+      }
+    }
+    return out;
+  },
+  // Four attacker-owned FR numbers entering 5 codes each an hour (unlabelled: they convert, and
+  // earn credit), and 200 pumped FR sends an hour riding that credit.
+  "4 owned numbers entering 5 codes each an hour, 200 pumped sends an hour": () => {
+    const tenant = "reentered-tenant";
+    const out = legitTraffic("v2", tenant, ["DE", "ES"], 3, 20);
+    let n = 0;
+    for (let hour = 0; hour < 3; hour++) {
+      for (let k = 0; k < 20; k++) {
+        const at = T0 + 1_800_000 + hour * HOUR + k * 60_000;
+        const owned = frNumber("orange", 9000 + (k % 4));
+        const { label: _, ...unlabelled } = line(at, "v2", tenant, owned, "fraud", 3, `203.0.113.${k % 4}`);
+        out.push(unlabelled);
+      }
+      for (let k = 0; k < 200; k++) {
+        const at = T0 + 1_815_000 + hour * HOUR + k * 18_000;
+        const ip = `${11 + (n % 200)}.${(n >> 8) & 255}.${n & 255}.7`;
+        out.push(line(at, "v2", tenant, frNumber("orange", 100 * (n % 90) + (n % 97)), "fraud", null, ip));
+        n++;
+      }
+    }
+    return out;
+  },
+  // One address asking login codes to FR numbers of a new app, 110 over the first hour, amid the
+  // app's users in France: the source is refused, not the country.
+  "login codes from one address to one country, 110 in an hour": () => {
+    const app = "app_one_source";
+    const out = legitTraffic("session", app, ["FR"], 3, 20);
+    for (let k = 0; k < 110; k++) {
+      const phone = frNumber("bouygues", (k * 37) % 10_000);
+      out.push(line(T0 + 60_000 + k * 30_000, "session", app, phone, "fraud", null, "198.51.100.23"));
+    }
+    return out;
+  },
+};
+
+/**
+ * Issue 31: the attacks of its table through `ringfence fraud simulate`, hours on the engine's own
+ * clock, with the defaults; the figures of docs/fraud.md#what-it-stops.
+ */
+describe("ringfence fraud simulate: the attacks the second pass stops (docs/fraud.md#what-it-stops)", function () {
+  this.timeout(180_000);
+  const dir = mkdtempSync(join(tmpdir(), "ringfence-attacks-"));
+
+  for (const [name, make] of Object.entries(ATTACKS)) {
+    it(`lets at most 10% of "${name}" through and refuses at most 2% of the real users`, async () => {
+      const lines = make().sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+      const path = join(dir, `${randomBytes(4).toString("hex")}.jsonl`);
+      writeFileSync(path, lines.map((l) => JSON.stringify(l)).join("\n"));
+      const env = {
+        NODE_ENV: "test",
+        REDIS_URL: testRedisUrl(),
+        REDIS_KEY_PREFIX: `t${randomBytes(4).toString("hex")}:`,
+        ...FRAUD_DEFAULTS,
+      };
+      const r = await runCli(["fraud", "simulate", "--input", path], env, true);
+      expect(r.stderr).to.equal("");
+      expect(r.code).to.equal(0);
+      const report = JSON.parse(r.stdout) as SimulateReport;
+      const through = report.fraud_sends - report.fraud_blocked;
+      console.log(
+        `      | ${name} | ${through} of ${report.fraud_sends} | ${report.legit_blocked} of ${report.legit_sends} | ${JSON.stringify(report.rules)} |`,
+      );
+      expect(through).to.be.at.most(report.fraud_sends * 0.1);
+      expect(report.legit_blocked).to.be.at.most(report.legit_sends * 0.02);
+    });
+  }
+});
