@@ -10,16 +10,6 @@ function userAddress(phone: string): string {
   return `203.0.${(n >> 8) & 255}.${n & 255}`;
 }
 
-/** The tenant's decision records, oldest first: `action rule`. */
-async function rulesRecorded(rig: FraudRig, tenant: string): Promise<string[]> {
-  const entries = await rig.app.registry.redis.xrange(
-    rig.app.registry.fraud.keys.decisions(tenant),
-    "-",
-    "+",
-  );
-  return entries.map(([, f]) => `${f[f.indexOf("action") + 1]} ${f[f.indexOf("rule") + 1]}`);
-}
-
 /** A V2 send and its code entered right (a converting user, from its own address): whether it was sent. */
 async function converting(rig: FraudRig, c: Customer, phone: string): Promise<boolean> {
   const before = rig.smsTo(phone);
@@ -90,7 +80,7 @@ describe("fraud engine, second pass: new-destination budget, credit per number, 
     expect(attackSent).to.be.at.most(attack * 0.1);
     expect(legitRefused).to.equal(0);
     expect(legitSent).to.be.at.least(60);
-    const recorded = await rulesRecorded(rig, c.uuid);
+    const recorded = await rig.rulesRecorded(c.uuid);
     expect(recorded).to.have.length(attack - attackSent);
     expect(new Set(recorded)).to.deep.equal(new Set(["block new_destination_budget"]));
   });
@@ -110,7 +100,7 @@ describe("fraud engine, second pass: new-destination budget, credit per number, 
       if (res.body.status !== "blocked") pumped++;
     }
     expect(pumped).to.equal(0);
-    expect(new Set(await rulesRecorded(rig, c.uuid))).to.deep.equal(new Set(["block destination_surge"]));
+    expect(new Set(await rig.rulesRecorded(c.uuid))).to.deep.equal(new Set(["block destination_surge"]));
   });
 
   it("never refuses a returning user by an adaptive rule: a number that converted gets its code while its destination is blocked, and a geo block still holds it", async function () {
@@ -131,7 +121,7 @@ describe("fraud engine, second pass: new-destination budget, credit per number, 
     // A geo block is the tenant's own choice: it holds returning users too.
     await rig.app.registry.redis.hset(rig.app.registry.fraud.keys.policy(c.uuid), "g:FR", "block");
     expect((await c.v2Create(user)).body.status).to.equal("blocked");
-    expect(await rulesRecorded(rig, c.uuid)).to.deep.equal([
+    expect(await rig.rulesRecorded(c.uuid)).to.deep.equal([
       "block destination_surge",
       "block destination_surge",
       "block geo",
@@ -148,7 +138,7 @@ describe("fraud engine, second pass: new-destination budget, credit per number, 
       if ((await c.v2Create(numbers[0] ?? "")).body.status !== "blocked") sent++;
     }
     expect(sent).to.equal(32);
-    expect(await rulesRecorded(rig, c.uuid)).to.deep.equal([
+    expect(await rig.rulesRecorded(c.uuid)).to.deep.equal([
       "would_block new_destination_budget",
       "would_block new_destination_budget",
     ]);

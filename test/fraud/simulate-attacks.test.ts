@@ -6,29 +6,21 @@ import { expect } from "chai";
 import type { SimulateReport } from "../../src/fraud/simulate.js";
 import { runCli } from "../support/app.js";
 import { FRAUD_DEFAULTS, frNumber } from "../support/fraud.js";
+import type { TrafficRecord } from "../support/fraud-scenario.js";
 import { countriesWith, mobiles } from "../support/phones.js";
 import { testRedisUrl } from "../support/hooks.js";
 
 const T0 = Date.parse("2026-03-02T08:00:00Z");
 const HOUR = 3_600_000;
 
-interface Line {
-  at: string;
-  api: "v1" | "v2" | "session";
-  tenant: string;
-  phone_number: string;
-  ip?: string;
-  device_id?: string;
-  verified_after_s: number | null;
-  label?: "legit" | "fraud";
-}
+type Line = TrafficRecord;
 
 const line = (
   atMs: number,
   api: Line["api"],
   tenant: string,
   phone: string,
-  label: Line["label"],
+  label: NonNullable<Line["label"]>,
   verified: number | null,
   ip?: string,
   device?: string,

@@ -4,16 +4,6 @@ import { FraudRig, frNumber } from "../support/fraud.js";
 import { mobiles } from "../support/phones.js";
 import { callFrom, type Json } from "../support/rest.js";
 
-/** The tenant's decision records, oldest first: `action rule`. */
-async function rulesRecorded(rig: FraudRig, tenant: string): Promise<string[]> {
-  const entries = await rig.app.registry.redis.xrange(
-    rig.app.registry.fraud.keys.decisions(tenant),
-    "-",
-    "+",
-  );
-  return entries.map(([, f]) => `${f[f.indexOf("action") + 1]} ${f[f.indexOf("rule") + 1]}`);
-}
-
 /** Mobile numbers of four countries, three of each. */
 const ABROAD = ["DE", "ES", "IT", "NL"].map((cc) => mobiles(cc, 3) ?? []);
 
@@ -77,7 +67,7 @@ describe("fraud engine: sources (docs/fraud.md#sources)", () => {
     }
     // The attacker's network is still refused.
     expect((await askCode(appId, frNumber("bouygues", 11), "127.0.51.25")).status).to.equal(403);
-    expect(await rulesRecorded(rig, appId)).to.deep.equal(["block source_fanout", "block source_fanout"]);
+    expect(await rig.rulesRecorded(appId)).to.deep.equal(["block source_fanout", "block source_fanout"]);
     const detail = await rig.app.registry.redis.xrange(
       rig.app.registry.fraud.keys.decisions(appId),
       "-",
@@ -100,7 +90,7 @@ describe("fraud engine: sources (docs/fraud.md#sources)", () => {
     // Its three countries still take its codes; another source sends to the fourth.
     expect((await c.v2Create(de[1] ?? "", fan)).body.status).to.equal("success");
     expect((await c.v2Create(nl[2] ?? "", { ip: "192.0.3.9" })).body.status).to.equal("success");
-    expect(await rulesRecorded(rig, c.uuid)).to.deep.equal(["block source_fanout", "block source_fanout"]);
+    expect(await rig.rulesRecorded(c.uuid)).to.deep.equal(["block source_fanout", "block source_fanout"]);
   });
 
   it("refuses a device past FRAUD_SOURCE_SENDS (20) unconverted sends in a day; each right code gives one back", async function () {

@@ -68,6 +68,13 @@ export class FraudRig {
     return res.text();
   }
 
+  /** The tenant's decision records, oldest first: `action rule`. */
+  async rulesRecorded(tenant: string): Promise<string[]> {
+    const { redis, fraud } = this.app.registry;
+    const entries = await redis.xrange(fraud.keys.decisions(tenant), "-", "+");
+    return entries.map(([, f]) => `${f[f.indexOf("action") + 1]} ${f[f.indexOf("rule") + 1]}`);
+  }
+
   /** Messages the SMS provider received for `phone`. */
   smsTo(phone: string): number {
     return this.sms.messages.filter((m) => m.to === phone).length;
