@@ -621,7 +621,8 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     section: "fraud",
     text:
       "Unconverted sends one source (an IPv4 address, its /24, an IPv6 /64, a device id) may make in a UTC " +
-      "day before it is refused (rule `source_fanout`; a conversion gives its send back) " +
+      "day before it is refused (rule `source_fanout`; a conversion gives its send back and earns " +
+      "FRAUD_CONVERSION_CREDIT more) " +
       "([fraud.md](fraud.md#sources)).",
   },
   FRAUD_SOURCE_COUNTRIES: {

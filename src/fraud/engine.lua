@@ -264,9 +264,13 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
   local _, today = fraud_clock(f)
   for j, key in ipairs(fraud_source_keys(destKeys, f)) do
     local sd = fraud_source_day(key, today, f)
-    if sd.sent - sd.verified >= r.sourceSends then
-      return verdict('source_fanout', string.format('%s: %d unconverted sends today; allowed %d',
-        f.sources[j], sd.sent - sd.verified, r.sourceSends))
+    -- Each conversion gives its send back and earns FRAUD_CONVERSION_CREDIT more, as at a
+    -- destination: real users behind one shared address (a carrier's NAT) never reach the bound.
+    local allowed = r.sourceSends + r.credit * sd.verified
+    if sd.sent - sd.verified >= allowed then
+      return verdict('source_fanout', string.format(
+        '%s: %d unconverted sends today, %d verified; allowed %d', f.sources[j],
+        sd.sent - sd.verified, sd.verified, math.floor(allowed)))
     end
     if not sd.countries[f.country] and sd.count >= r.sourceCountries then
       return verdict('source_fanout', string.format('%s: sent to %d countries today (%s); allowed %d',

@@ -93,7 +93,7 @@ describe("fraud engine: sources (docs/fraud.md#sources)", () => {
     expect(await rig.rulesRecorded(c.uuid)).to.deep.equal(["block source_fanout", "block source_fanout"]);
   });
 
-  it("refuses a device past FRAUD_SOURCE_SENDS (20) unconverted sends in a day; each right code gives one back", async function () {
+  it("refuses a device past FRAUD_SOURCE_SENDS (20) unconverted sends in a day; each right code gives its send back and earns 2 more", async function () {
     this.timeout(60_000);
     const c = await rig.account("Device");
     const device = { device_id: "one-phone" };
@@ -112,19 +112,23 @@ describe("fraud engine: sources (docs/fraud.md#sources)", () => {
       expect(r.body.status, `send ${i}: ${r.text}`).to.equal("success");
     }
     expect((await c.v2Create(phone(20), { ...device, ip: "100.64.20.1" })).body.status).to.equal("blocked");
-    // A right code for one of its sends: one more send.
+    // A right code for one of its sends gives it back and earns FRAUD_CONVERSION_CREDIT (2) more.
     const checked = await c.v2Check(phone(0), await rig.codeTo(phone(0)));
     expect(checked.body.status).to.equal("success");
-    expect((await c.v2Create(phone(21), { ...device, ip: "100.64.21.1" })).body.status).to.equal("success");
-    expect((await c.v2Create(phone(22), { ...device, ip: "100.64.22.1" })).body.status).to.equal("blocked");
+    for (let i = 21; i < 24; i++) {
+      expect((await c.v2Create(phone(i), { ...device, ip: `100.64.${i}.1` })).body.status).to.equal(
+        "success",
+      );
+    }
+    expect((await c.v2Create(phone(24), { ...device, ip: "100.64.24.1" })).body.status).to.equal("blocked");
     const recorded = await rig.app.registry.redis.xrange(
       rig.app.registry.fraud.keys.decisions(c.uuid),
       "-",
       "+",
     );
     expect(recorded.map(([, f]) => f[f.indexOf("detail") + 1])).to.deep.equal([
-      "device one-phone: 20 unconverted sends today; allowed 20",
-      "device one-phone: 20 unconverted sends today; allowed 20",
+      "device one-phone: 20 unconverted sends today, 0 verified; allowed 20",
+      "device one-phone: 22 unconverted sends today, 1 verified; allowed 22",
     ]);
   });
 });
