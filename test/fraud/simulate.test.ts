@@ -29,8 +29,9 @@ const TENANT = "0b6f1c9e-7d2a-4e55-8c1b-3a9f5e2d4c60";
 const T0 = Date.parse("2025-03-03T09:00:00Z");
 
 /**
- * A small labelled file: 30 FR users over 5 minutes who all enter their code 4 s after the send,
- * then 40 sends in 20 s to LV numbers (a country the tenant never served) nobody verifies.
+ * A small labelled file: 30 FR users over 5 minutes, each from its own address (its sources'
+ * conversions counted too), who all enter their code 4 s after the send, then 40 sends in 20 s to
+ * LV numbers (a country the tenant never served) nobody verifies.
  */
 function smallFile(): TrafficRecord[] {
   const lines: TrafficRecord[] = [];
@@ -40,6 +41,7 @@ function smallFile(): TrafficRecord[] {
       api: i % 3 === 0 ? "v1" : "v2",
       tenant: TENANT,
       phone_number: `+336123456${String(i).padStart(2, "0")}`,
+      ip: `203.0.${100 + i}.5`,
       verified_after_s: 4,
       label: "legit",
     });
