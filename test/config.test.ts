@@ -25,6 +25,15 @@ describe("configuration", () => {
       SMS_HOLD_RECOVERY_INTERVAL_MS: 30_000,
     });
     expect(c.RATE_LIMIT_NUMBER).to.deep.equal({ limit: 5, windowSeconds: 600 });
+    // The fraud engine's second pass (decisions 9.4).
+    expect(c).to.include({
+      FRAUD_NEW_DESTINATION_BUDGET: 30,
+      FRAUD_RETURNING_DAYS: 90,
+      FRAUD_SOURCE_SENDS: 20,
+      FRAUD_SOURCE_COUNTRIES: 3,
+      FRAUD_SOURCE_SHARE: 0.8,
+    });
+    expect(c.APP_SMS_DAILY_LIMIT).to.deep.equal({ limit: 10_000, windowSeconds: 86_400 });
     expect(c.SPAM_LINE_TYPES).to.deep.equal(["PremiumRate", "SharedCost"]);
     expect(c.devDefaults).to.deep.equal(["SECRETS_KEY", "SMS_PROVIDER", "EMAIL_PROVIDER"]);
   });
@@ -61,6 +70,12 @@ describe("configuration", () => {
     ["SPAM_LINE_TYPES", "PremiumRate,Cellular"],
     ["HTTP_HEADERS_TIMEOUT_MS", "500"],
     ["HTTP_REQUEST_TIMEOUT_MS", "1h"],
+    // The fraud engine's second pass (decisions 9.4).
+    ["FRAUD_NEW_DESTINATION_BUDGET", "0"],
+    ["FRAUD_RETURNING_DAYS", "forever"],
+    ["FRAUD_SOURCE_SENDS", "-1"],
+    ["FRAUD_SOURCE_COUNTRIES", "2.5"],
+    ["FRAUD_SOURCE_SHARE", "0.3"],
   ];
   for (const [name, value] of bad) {
     it(`stops with one line naming ${name} when it is ${JSON.stringify(value)}`, () => {
