@@ -161,7 +161,18 @@ describe("capacity: what Redis keeps per send, session and client", () => {
     // Each signal adds its send windows (docs/capacity.md): they expire with their window.
     const windows = [...bytes.keys()].filter((k) => /:(rl|spam):/.test(k));
     for (const k of windows) expect(await app.registry.redis.ttl(k)).to.be.within(1, 3_600);
-    const kept = sum(bytes) - windows.reduce((a, k) => a + (bytes.get(k) ?? 0), 0);
+    // The fraud engine's day of each new source (the address, its /24, the device), for two days,
+    // and the converted number, a returning user for FRAUD_RETURNING_DAYS (docs/fraud.md).
+    const sources = [...bytes.keys()].filter((k) => /:fraud:\{[^}]+\}:src:/.test(k));
+    expect(sources).to.have.length(3);
+    for (const k of sources) expect(await app.registry.redis.ttl(k)).to.be.within(1, 2 * 86_400);
+    const numbers = [...bytes.keys()].filter((k) => /:fraud:\{[^}]+\}:num:/.test(k));
+    expect(numbers).to.have.length(1);
+    for (const k of numbers) expect(await app.registry.redis.ttl(k)).to.be.within(1, 90 * 86_400);
+    const part = (keys: string[]) => keys.reduce((a, k) => a + (bytes.get(k) ?? 0), 0);
+    expect(part(sources)).to.be.at.most(600);
+    expect(part(numbers)).to.be.at.most(200);
+    const kept = sum(bytes) - part(windows) - part(sources) - part(numbers);
     expect(kept, JSON.stringify(Object.fromEntries(bytes))).to.be.at.most(1_000);
   });
 
