@@ -22,6 +22,9 @@ local function fraud_clock(f)
   return slice, day
 end
 
+-- The fields of a destination's two top sources, per window parity (fraud_top).
+local FRAUD_TOP_FIELDS = { 'm0a', 'm0b', 'm1a', 'm1b' }
+
 -- What a destination did: over the window, its sends and their conversions, the same for the
 -- sends old enough to have converted (past the grace), and its busiest day of conversions.
 local function fraud_read(key, f)
@@ -30,10 +33,15 @@ local function fraud_read(key, f)
   local fields = {}
   for i = 0, r.slices - 1 do fields[#fields + 1] = 'w' .. i end
   for j = 0, r.days do fields[#fields + 1] = 'd' .. j end
+  local n = #fields
+  for _, field in ipairs(FRAUD_TOP_FIELDS) do fields[#fields + 1] = field end
   local raw = redis.call('HMGET', key, unpack(fields))
-  -- Kept for fraud_bump, which then writes the slots without reading them again.
+  -- Kept for fraud_bump, which then writes the slots without reading them again, and for
+  -- fraud_top, which reads the top sources read here.
   f.read = f.read or {}
   f.read[key] = { raw[(slice % r.slices) + 1], raw[r.slices + (day % (r.days + 1)) + 1] }
+  f.top = f.top or {}
+  f.top[key] = { raw[n + 1], raw[n + 2], raw[n + 3], raw[n + 4] }
   local st = { sent = 0, verified = 0, maturedSent = 0, maturedVerified = 0, busiest = 0 }
   for k = 0, r.slices - 1 do
     local stamp = slice - k
@@ -123,8 +131,8 @@ end
 -- window and the one before it, which together cover the sliding window.
 local function fraud_top(key, f)
   local window = math.floor(f.now / (f.rules.windowSeconds * 1000))
-  local fields = { 'm0a', 'm0b', 'm1a', 'm1b' }
-  local raw = redis.call('HMGET', key, unpack(fields))
+  local fields = FRAUD_TOP_FIELDS
+  local raw = (f.top and f.top[key]) or redis.call('HMGET', key, unpack(fields))
   local now, sums = {}, {}
   for j = 1, 4 do
     local w, id, n = string.match(raw[j] or '', '^(%d+),([^,]+),(%d+)$')
@@ -186,6 +194,7 @@ local function fraud_track(key, f)
   end
   if #set > 0 then redis.call('HSET', key, unpack(set)) end
   if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+  if f.top then f.top[key] = nil end
 end
 
 -- The new-destination budget used over the window (docs/fraud.md#how-it-decides): the tenant's
