@@ -59,45 +59,50 @@ function legitTraffic(
   return out;
 }
 
+/**
+ * Pumping over 60 countries the tenant never served (not FR, DE or ES), `perCountry` codes to each
+ * an hour for 3 hours from T0 + 30 min, spread evenly over each hour; `from(n)` is where the n-th
+ * send comes from.
+ */
+function fanOut(
+  api: Line["api"],
+  tenant: string,
+  perCountry: number,
+  numbersFrom: number,
+  from: (n: number) => { ip: string; device?: string },
+): Line[] {
+  const countries = countriesWith(3 * perCountry, numbersFrom, ["FR", "DE", "ES"]).slice(0, 60);
+  const perHour = 60 * perCountry;
+  const out: Line[] = [];
+  let n = 0;
+  for (let hour = 0; hour < 3; hour++) {
+    for (let k = 0; k < perCountry; k++) {
+      for (const numbers of countries) {
+        const at = T0 + 1_800_000 + hour * HOUR + Math.floor(((n % perHour) * HOUR) / perHour);
+        const { ip, device } = from(n);
+        out.push(line(at, api, tenant, numbers[hour * perCountry + k] ?? "", "fraud", null, ip, device));
+        n++;
+      }
+    }
+  }
+  return out;
+}
+
 /** The issue's attacks (decisions 9.4), each with its tenant's converting real users, over 3 hours. */
 const ATTACKS: Record<string, () => Line[]> = {
   // 60 never-served countries, 12 codes each an hour, every send from its own address and device.
-  "60 countries x 12 an hour, each send from its own address and device": () => {
-    const tenant = "fanout-tenant";
-    const out = legitTraffic("v2", tenant, ["FR", "DE", "ES"], 3, 20);
-    const countries = countriesWith(36, 5000, ["FR", "DE", "ES"]).slice(0, 60);
-    let n = 0;
-    for (let hour = 0; hour < 3; hour++) {
-      for (let k = 0; k < 12; k++) {
-        for (const numbers of countries) {
-          const at = T0 + 1_800_000 + hour * HOUR + Math.floor((n % 720) * 5000);
-          const ip = `${11 + (n % 200)}.${(n >> 8) & 255}.${n & 255}.7`;
-          out.push(line(at, "v2", tenant, numbers[hour * 12 + k] ?? "", "fraud", null, ip, `bot-${n}`));
-          n++;
-        }
-      }
-    }
-    return out;
-  },
+  "60 countries x 12 an hour, each send from its own address and device": () => [
+    ...legitTraffic("v2", "fanout-tenant", ["FR", "DE", "ES"], 3, 20),
+    ...fanOut("v2", "fanout-tenant", 12, 5000, (n) => ({
+      ip: `${11 + (n % 200)}.${(n >> 8) & 255}.${n & 255}.7`,
+      device: `bot-${n}`,
+    })),
+  ],
   // The public login: 60 countries x 10 an hour from 70 addresses.
-  "login codes, 60 countries x 10 an hour from 70 addresses": () => {
-    const app = "app_public_login";
-    const out = legitTraffic("session", app, ["FR", "DE", "ES"], 3, 20);
-    const countries = countriesWith(30, 6000, ["FR", "DE", "ES"]).slice(0, 60);
-    let n = 0;
-    for (let hour = 0; hour < 3; hour++) {
-      for (let k = 0; k < 10; k++) {
-        for (const numbers of countries) {
-          const at = T0 + 1_800_000 + hour * HOUR + (n % 600) * 6000;
-          out.push(
-            line(at, "session", app, numbers[hour * 10 + k] ?? "", "fraud", null, `198.${18 + (n % 70)}.0.1`),
-          );
-          n++;
-        }
-      }
-    }
-    return out;
-  },
+  "login codes, 60 countries x 10 an hour from 70 addresses": () => [
+    ...legitTraffic("session", "app_public_login", ["FR", "DE", "ES"], 3, 20),
+    ...fanOut("session", "app_public_login", 10, 6000, (n) => ({ ip: `198.${18 + (n % 70)}.0.1` })),
+  ],
   // Four attacker-owned FR numbers entering 5 codes each an hour (unlabelled: they convert, and
   // earn credit), and 200 pumped FR sends an hour riding that credit.
   "4 owned numbers entering 5 codes each an hour, 200 pumped sends an hour": () => {
