@@ -233,6 +233,7 @@ const schema = z
     FRAUD_SOURCE_SENDS: z.coerce.number().int().min(1).max(1_000_000).default(20),
     FRAUD_SOURCE_COUNTRIES: z.coerce.number().int().min(1).max(300).default(3),
     FRAUD_SOURCE_SHARE: z.coerce.number().min(0.5).max(1).default(0.8),
+    FRAUD_COUNTRY_SPREAD: z.coerce.number().int().min(1).max(1_000).default(3),
     FRAUD_BASELINE_SHARE: z.coerce.number().min(0).max(10).default(0.1),
     FRAUD_CONVERSION_CREDIT: z.coerce.number().min(0).max(100).default(2),
     FRAUD_GRACE_SECONDS: z.coerce.number().int().min(0).max(86_400).default(300),
@@ -634,6 +635,13 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
     text:
       "Share of a surging destination's sends in the window that at most two sources must have made for " +
       "those sources to be refused (rule `source_fanout`) instead of the destination, for everyone.",
+  },
+  FRAUD_COUNTRY_SPREAD: {
+    section: "fraud",
+    text:
+      "Networks or prefixes of a country refused by the destination rules in the window before the " +
+      "country itself may be: below it, a surge or drop in one range refuses that range only " +
+      "([fraud.md](fraud.md#narrowest-destination)).",
   },
   FRAUD_BASELINE_SHARE: {
     section: "fraud",

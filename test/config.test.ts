@@ -32,6 +32,7 @@ describe("configuration", () => {
       FRAUD_SOURCE_SENDS: 20,
       FRAUD_SOURCE_COUNTRIES: 3,
       FRAUD_SOURCE_SHARE: 0.8,
+      FRAUD_COUNTRY_SPREAD: 3,
     });
     expect(c.APP_SMS_DAILY_LIMIT).to.deep.equal({ limit: 10_000, windowSeconds: 86_400 });
     expect(c.SPAM_LINE_TYPES).to.deep.equal(["PremiumRate", "SharedCost"]);
@@ -76,6 +77,8 @@ describe("configuration", () => {
     ["FRAUD_SOURCE_SENDS", "-1"],
     ["FRAUD_SOURCE_COUNTRIES", "2.5"],
     ["FRAUD_SOURCE_SHARE", "0.3"],
+    ["FRAUD_COUNTRY_SPREAD", "0"],
+    ["FRAUD_COUNTRY_SPREAD", "1.5"],
   ];
   for (const [name, value] of bad) {
     it(`stops with one line naming ${name} when it is ${JSON.stringify(value)}`, () => {

@@ -22,11 +22,15 @@ local function fraud_clock(f)
   return slice, day
 end
 
--- The fields of a destination's two top sources, per window parity (fraud_top).
+-- The fields of a destination's two top sources, per window parity (fraud_top), then of the
+-- narrower destinations refused under a country, per window parity (fraud_spread).
 local FRAUD_TOP_FIELDS = { 'm0a', 'm0b', 'm1a', 'm1b' }
+local FRAUD_SPREAD_FIELDS = { 'x0', 'x1' }
 
--- What a destination did: over the window, its sends and their conversions, the same for the
--- sends old enough to have converted (past the grace), and its busiest day of conversions.
+-- What a destination did: over the window, its sends, their conversions and its refused sends,
+-- the same for the sends old enough to have converted (past the grace), its busiest day of
+-- conversions, and its best day's conversion over the baseline days before today (`base`, nil
+-- when no such day had rules.minSends sends).
 local function fraud_read(key, f)
   local r = f.rules
   local slice, day = fraud_clock(f)
@@ -35,6 +39,7 @@ local function fraud_read(key, f)
   for j = 0, r.days do fields[#fields + 1] = 'd' .. j end
   local n = #fields
   for _, field in ipairs(FRAUD_TOP_FIELDS) do fields[#fields + 1] = field end
+  for _, field in ipairs(FRAUD_SPREAD_FIELDS) do fields[#fields + 1] = field end
   local raw = redis.call('HMGET', key, unpack(fields))
   -- Kept for fraud_bump, which then writes the slots without reading them again, and for
   -- fraud_top, which reads the top sources read here.
@@ -42,12 +47,15 @@ local function fraud_read(key, f)
   f.read[key] = { raw[(slice % r.slices) + 1], raw[r.slices + (day % (r.days + 1)) + 1] }
   f.top = f.top or {}
   f.top[key] = { raw[n + 1], raw[n + 2], raw[n + 3], raw[n + 4] }
-  local st = { sent = 0, verified = 0, maturedSent = 0, maturedVerified = 0, busiest = 0 }
+  f.spread = f.spread or {}
+  f.spread[key] = { raw[n + 5], raw[n + 6] }
+  local st = { sent = 0, verified = 0, blocked = 0, maturedSent = 0, maturedVerified = 0, busiest = 0 }
   for k = 0, r.slices - 1 do
     local stamp = slice - k
-    local s, v = fraud_slot(raw[(stamp % r.slices) + 1], stamp)
+    local s, v, b = fraud_slot(raw[(stamp % r.slices) + 1], stamp)
     st.sent = st.sent + s
     st.verified = st.verified + v
+    st.blocked = st.blocked + b
     if (stamp + 1) * r.sliceMs <= f.now - r.graceMs then
       st.maturedSent = st.maturedSent + s
       st.maturedVerified = st.maturedVerified + v
@@ -55,10 +63,40 @@ local function fraud_read(key, f)
   end
   for k = 0, r.days - 1 do
     local stamp = day - k
-    local _, v = fraud_slot(raw[r.slices + (stamp % (r.days + 1)) + 1], stamp)
+    local s, v = fraud_slot(raw[r.slices + (stamp % (r.days + 1)) + 1], stamp)
     if v > st.busiest then st.busiest = v end
+    -- Its best day before today with enough sends to say: a day of pumping lowers that day only.
+    if k > 0 and s >= r.minSends and (st.base == nil or v / s > st.base) then st.base = v / s end
   end
   return st
+end
+
+-- The narrower destinations (networks, prefixes) refused under a country in the window and the one
+-- before (docs/fraud.md#narrowest-destination): its fields 'x<window parity>',
+-- '<window>,<dest>.<dest>...', at most rules.countrySpread of them. Answers how many there are,
+-- and the fields to write for `dest` when it is not among them yet (nil when it is, or when
+-- enough are known).
+local function fraud_spread(key, f, dest)
+  local window = math.floor(f.now / (f.rules.windowSeconds * 1000))
+  local raw = (f.spread and f.spread[key]) or redis.call('HMGET', key, unpack(FRAUD_SPREAD_FIELDS))
+  local seen, count, mine = {}, 0, nil
+  for j = 1, 2 do
+    local w, list = string.match(raw[j] or '', '^(%d+),(.*)$')
+    w = tonumber(w)
+    if w == window or w == window - 1 then
+      for id in string.gmatch(list, '[^.]+') do
+        if not seen[id] then
+          seen[id] = true
+          count = count + 1
+        end
+      end
+      if w == window then mine = { field = FRAUD_SPREAD_FIELDS[j], list = list } end
+    end
+  end
+  if dest == nil or seen[dest] or count >= f.rules.countrySpread then return count, nil end
+  local field = 'x' .. (window % 2)
+  local list = (mine and mine.list ~= '') and (mine.list .. '.' .. dest) or dest
+  return count, { field, window .. ',' .. list }
 end
 
 -- The key of what the tenant knows of the send's number: after the counters and their rankings.
@@ -226,22 +264,24 @@ local function fraud_budget_bump(allKey, f, slice, column)
   redis.call('HSET', allKey, field, table.concat(c, ','))
 end
 
--- The tenant's conversion over the baseline days; nil while it has too few sends to say.
+-- The tenant's conversion: its best day before today over the baseline days with
+-- rules.minSends sends, else (a new tenant) today's; nil while it has too few sends to say. Sends
+-- the engine refused are not in it, and pumping it let through lowers the day it ran on only.
 local function fraud_tenant_conversion(allKey, f)
   local r = f.rules
   local _, day = fraud_clock(f)
   local fields = {}
   for j = 0, r.days do fields[#fields + 1] = 'd' .. j end
   local raw = redis.call('HMGET', allKey, unpack(fields))
-  local sent, verified = 0, 0
+  local best, today = nil, nil
   for k = 0, r.days - 1 do
     local stamp = day - k
     local s, v = fraud_slot(raw[(stamp % (r.days + 1)) + 1], stamp)
-    sent = sent + s
-    verified = verified + v
+    if s >= r.minSends then
+      if k == 0 then today = v / s elseif best == nil or v / s > best then best = v / s end
+    end
   end
-  if sent < r.minSends then return nil end
-  return verified / sent
+  return best or today
 end
 
 local function fraud_label(dest)
@@ -287,17 +327,25 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
     end
   end
   local tenant = false
+  -- Each destination's anomaly, if any (surge or conversion drop), by its place in f.dests
+  -- (country, network when known, prefix): the narrowest is refused first, below.
+  local found = {}
   for i = 1, #f.dests do
     local key = destKeys[i]
+    local kind = string.sub(f.dests[i], 1, 1)
     local st = fraud_read(key, f)
     -- A country or network without a conversion in the baseline days (today's included) nor the
     -- window: the send draws on the tenant's new-destination budget as well (below, and
     -- fraud_count). Prefixes are too many for real users to have history in each: not judged so.
-    if string.sub(f.dests[i], 1, 1) ~= 'p' and st.busiest == 0 and st.verified == 0 then
+    if kind ~= 'p' and st.busiest == 0 and st.verified == 0 then
       f.newDest = f.newDest or f.dests[i]
     end
     local bound = r.newSends + r.share * st.busiest + r.credit * st.verified
-    if st.sent >= bound then
+    -- A prefix that converted nothing in the window stays at its bound while refused sends keep
+    -- arriving: a pumped range gets its first sends, not more each time a slice leaves the window.
+    local load = st.sent
+    if kind == 'p' and st.verified == 0 then load = st.sent + st.blocked end
+    if load >= bound then
       -- Its sources are counted up to its bound only (fraud_track): who made the surge.
       f.surging = f.surging or {}
       f.surging[i] = true
@@ -311,18 +359,44 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
           f.trackLabel or 'this source'))
       end
       if not explained then
-        return verdict('destination_surge', string.format(
-          '%s: %d sent, %d verified in the last %d s; allowed %d', fraud_label(f.dests[i]), st.sent,
-          st.verified, r.windowSeconds, math.floor(bound)))
+        local refused = ''
+        if load > st.sent then refused = string.format(', %d refused', st.blocked) end
+        found[i] = { 'destination_surge', string.format(
+          '%s: %d sent, %d verified%s in the last %d s; allowed %d', fraud_label(f.dests[i]),
+          st.sent, st.verified, refused, r.windowSeconds, math.floor(bound)) }
       end
     end
-    if st.maturedSent >= r.minSends then
-      if tenant == false then tenant = fraud_tenant_conversion(allKey, f) end
+    if not found[i] and st.maturedSent >= r.minSends then
+      -- Judged against the destination's own conversion before today when it has one, else the
+      -- tenant's: pumping elsewhere, or here today, cannot lower the bar.
+      local base, whose = st.base, 'its best day converted'
+      if base == nil then
+        if tenant == false then tenant = fraud_tenant_conversion(allKey, f) end
+        base, whose = tenant, 'the tenant converts'
+      end
       local conversion = st.maturedVerified / st.maturedSent
-      if tenant ~= nil and conversion < r.drop * tenant then
-        return verdict('conversion_drop', string.format(
-          '%s: conversion %.2f over %d sends, the tenant converts %.2f', fraud_label(f.dests[i]),
-          conversion, st.maturedSent, tenant))
+      if base ~= nil and conversion < r.drop * base then
+        found[i] = { 'conversion_drop', string.format(
+          '%s: conversion %.2f over %d sends, %s %.2f', fraud_label(f.dests[i]), conversion,
+          st.maturedSent, whose, base) }
+      end
+    end
+  end
+  -- The narrowest destination that explains the anomaly: the prefix, then the network; the
+  -- country only once networks or prefixes of it were refused in at least rules.countrySpread
+  -- places (docs/fraud.md#narrowest-destination), so a surge in one range leaves the country's
+  -- other users served.
+  for i = #f.dests, 1, -1 do
+    if found[i] then
+      if i > 1 then
+        local _, write = fraud_spread(destKeys[1], f, f.dests[i])
+        f.spreadWrite = write
+        return verdict(found[i][1], found[i][2])
+      end
+      local spread = fraud_spread(destKeys[1], f, nil)
+      if spread >= r.countrySpread then
+        return verdict(found[i][1], found[i][2] .. string.format(
+          '; refused in %d of its networks or prefixes', spread))
       end
     end
   end
@@ -466,7 +540,11 @@ end
 -- ('sent' is counted by the caller once it sends: fraud_count). Returns the decision.
 local function fraud_judge(k, f)
   local decision = fraud_decide(k.policy, k.all, k.dests, f)
-  if decision[1] ~= 'allow' then fraud_record(k.decisions, f, decision) end
+  if decision[1] ~= 'allow' then
+    fraud_record(k.decisions, f, decision)
+    -- A network or prefix refused: its country counts it among the places it was refused in.
+    if f.spreadWrite then redis.call('HSET', k.dests[1], unpack(f.spreadWrite)) end
+  end
   if decision[1] == 'block' then fraud_count(k.all, k.index, k.sent, k.dests, f, 'blocked') end
   return decision
 end

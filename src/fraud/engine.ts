@@ -123,6 +123,8 @@ export interface FraudRules {
   sourceCountries: number;
   /** The share of a surge's sends at most two sources must have made for them to be refused instead. */
   sourceShare: number;
+  /** The networks or prefixes of a country refused in a window before the country is (fraud_spread). */
+  countrySpread: number;
   share: number;
   credit: number;
   graceMs: number;
@@ -146,6 +148,7 @@ export function fraudRules(config: FraudSettings): FraudRules {
     sourceSends: config.FRAUD_SOURCE_SENDS,
     sourceCountries: config.FRAUD_SOURCE_COUNTRIES,
     sourceShare: config.FRAUD_SOURCE_SHARE,
+    countrySpread: config.FRAUD_COUNTRY_SPREAD,
     share: config.FRAUD_BASELINE_SHARE,
     credit: config.FRAUD_CONVERSION_CREDIT,
     graceMs: config.FRAUD_GRACE_SECONDS * 1000,
@@ -172,6 +175,7 @@ export type FraudSettings = Pick<
   | "FRAUD_SOURCE_SENDS"
   | "FRAUD_SOURCE_COUNTRIES"
   | "FRAUD_SOURCE_SHARE"
+  | "FRAUD_COUNTRY_SPREAD"
 >;
 
 /**

@@ -56,7 +56,8 @@ describe("fraud engine: the judge on its own (src/fraud/engine.lua)", () => {
     // A would_block is sent, so it counts as sent: the detail says 11 at the twelfth.
     const recorded = await app.registry.redis.xrange(app.registry.fraud.keys.decisions(tenant), "-", "+");
     expect(recorded[1]?.[1]).to.include.members(["action", "would_block", "detail"]);
-    expect(recorded[1]?.[1].join(" ")).to.contain("country FR: 11 sent");
+    // The narrowest destination that explains it is named: the one prefix the sends went to.
+    expect(recorded[1]?.[1].join(" ")).to.match(/detail prefix \+\d{6}: 11 sent/);
   });
 
   it("skips the adaptive rules for a trusted country and a trusted prefix", async () => {
@@ -83,6 +84,118 @@ describe("fraud engine: the judge on its own (src/fraud/engine.lua)", () => {
       ...Array<string>(13).fill("allow"),
       "block destination_surge",
     ]);
+  });
+
+  it("refuses the narrowest destination that explains a surge: the prefix, and the country only once FRAUD_COUNTRY_SPREAD (3) of its places were refused", async () => {
+    const tenant = randomUUID();
+    const now = Date.now();
+    const judgeOne = async (phone: string) => {
+      const decision = await app.registry.fraud.judge("session", tenant, await dest(phone), now);
+      return decision.action === "allow"
+        ? "allow"
+        : `${decision.action} ${decision.rule}: ${decision.detail}`;
+    };
+    const tenTo = async (network: "orange" | "sfr" | "bouygues") => {
+      for (let i = 0; i < 10; i++) expect(await judgeOne(frNumber(network, i))).to.equal("allow");
+    };
+    // Ten sends to one Orange range, then its eleventh: the range is refused, named by its prefix.
+    await tenTo("orange");
+    expect(await judgeOne(frNumber("orange", 10))).to.match(
+      /^block destination_surge: prefix \+336700: 10 sent/,
+    );
+    // The country is at its bound too (10 sends), yet one refused place does not explain a country:
+    // its other users are served.
+    expect(await judgeOne(frNumber("sfr", 0))).to.equal("allow");
+    for (let i = 1; i < 10; i++) expect(await judgeOne(frNumber("sfr", i))).to.equal("allow");
+    expect(await judgeOne(frNumber("sfr", 10))).to.match(/^block destination_surge: prefix \+336100:/);
+    await tenTo("bouygues");
+    expect(await judgeOne(frNumber("bouygues", 10))).to.match(/^block destination_surge: prefix \+336600:/);
+    // Three places refused in the window: now the country is, a fourth network (Free, 208-15) included.
+    expect(await judgeOne("+33695000000")).to.equal(
+      "block destination_surge: country FR: 30 sent, 0 verified in the last 3600 s; allowed 10; " +
+        "refused in 3 of its networks or prefixes",
+    );
+  });
+
+  it("keeps a range that converts nothing at its bound while refused sends keep arriving, and serves it an hour after they stop", async () => {
+    const tenant = randomUUID();
+    const t0 = Math.floor(Date.now() / 300_000) * 300_000;
+    const MIN = 60_000;
+    let n = 0;
+    const judgeAt = async (at: number) => {
+      const decision = await app.registry.fraud.judge(
+        "session",
+        tenant,
+        await dest(frNumber("orange", n++)),
+        at,
+      );
+      return decision.action === "allow"
+        ? "allow"
+        : `${decision.action} ${decision.rule}: ${decision.detail}`;
+    };
+    for (let i = 0; i < 10; i++) expect(await judgeAt(t0)).to.equal("allow");
+    expect(await judgeAt(t0)).to.match(/^block destination_surge: prefix \+336700/);
+    // Tries every 5 minutes: at 65 minutes its 10 sends have left the window, its refusals have not.
+    for (let m = 5; m <= 60; m += 5) expect(await judgeAt(t0 + m * MIN)).to.match(/^block destination_surge/);
+    expect(await judgeAt(t0 + 65 * MIN)).to.equal(
+      "block destination_surge: prefix +336700: 0 sent, 0 verified, 11 refused in the last 3600 s; allowed 10",
+    );
+    // An hour without a try: served again.
+    expect(await judgeAt(t0 + 130 * MIN)).to.equal("allow");
+  });
+
+  it("judges a destination's conversion against its own best day before today, not against the tenant's", async function () {
+    this.timeout(60_000);
+    // Yesterday from its midnight (UTC), today at noon.
+    const yesterday = Math.floor(Date.now() / DAY) * DAY - DAY;
+    const today = yesterday + DAY + 12 * 3_600_000;
+    // Each number of its own range (prefix), so that the network alone is judged.
+    const spread = (network: "bouygues" | "orange", i: number) =>
+      frNumber(network, (i % 100) * 100 + Math.floor(i / 100));
+    /** Yesterday, every 4 minutes: Bouygues converts 90 of 300, Orange 300 of 300 (the tenant: 0.65). */
+    const history = async (tenant: string) => {
+      for (let i = 0; i < 300; i++) {
+        const at = yesterday + i * 240_000;
+        for (const [network, converts] of [
+          ["bouygues", i % 10 < 3],
+          ["orange", true],
+        ] as const) {
+          const d = await dest(spread(network, i));
+          expect((await app.registry.fraud.judge("session", tenant, d, at)).action).to.equal("allow");
+          if (converts) expect(await app.registry.fraud.converted("session", tenant, d, at)).to.equal(true);
+        }
+      }
+    };
+    /** Today, 50 to 12 minutes ago: 20 Bouygues sends, `converting` of them entered; then one more. */
+    const judged = async (tenant: string, converting: number) => {
+      for (let i = 0; i < 20; i++) {
+        const at = today - 3_000_000 + i * 120_000;
+        const d = await dest(frNumber("bouygues", i * 100 + 50));
+        const decision = await app.registry.fraud.judge("session", tenant, d, at);
+        expect(decision.action, `${i}: ${decision.detail}`).to.equal("allow");
+        if (i < converting)
+          expect(await app.registry.fraud.converted("session", tenant, d, at)).to.equal(true);
+      }
+      const decision = await app.registry.fraud.judge(
+        "session",
+        tenant,
+        await dest(frNumber("bouygues", 9999)),
+        today,
+      );
+      return decision.action === "allow"
+        ? "allow"
+        : `${decision.action} ${decision.rule}: ${decision.detail}`;
+    };
+    // 6 of 20 (0.30): below half the tenant's 0.65, but not below half its own best day, 0.30.
+    const steady = randomUUID();
+    await history(steady);
+    expect(await judged(steady, 6)).to.equal("allow");
+    // 2 of 20 (0.10): below half its own.
+    const dropped = randomUUID();
+    await history(dropped);
+    expect(await judged(dropped, 2)).to.equal(
+      "block conversion_drop: network 208-20: conversion 0.10 over 20 sends, its best day converted 0.30",
+    );
   });
 
   it("gives every key it writes an expiry", async () => {

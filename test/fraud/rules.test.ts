@@ -64,7 +64,10 @@ describe("fraud engine: adaptive rules over REST (docs/fraud.md#how-it-decides)"
     ]);
     expect(recorded[0]).to.include({ country: "FR", network: "208-20", prefix: "+336600" });
     expect(recorded[0]?.phone_number).to.equal("+3366001**00");
-    expect(recorded[0]?.detail).to.equal("country FR: 10 sent, 0 verified in the last 3600 s; allowed 10");
+    // The narrowest destination that explains the surge: its one prefix (docs/fraud.md#narrowest-destination).
+    expect(recorded[0]?.detail).to.equal(
+      "prefix +336600: 10 sent, 0 verified in the last 3600 s; allowed 10",
+    );
   });
 
   it("gives FRAUD_CONVERSION_CREDIT (2) more sends for each right code: V1 valid and V2 success", async function () {

@@ -82,7 +82,12 @@ describe("fraud engine, second pass: new-destination budget, credit per number, 
     expect(legitSent).to.be.at.least(60);
     const recorded = await rig.rulesRecorded(c.uuid);
     expect(recorded).to.have.length(attack - attackSent);
-    expect(new Set(recorded)).to.deep.equal(new Set(["block new_destination_budget"]));
+    // The budget refuses them; each country's sends go to one prefix, which its refused sends keep
+    // at its bound, so later ones there are refused as destination_surge (docs/fraud.md#how-it-decides).
+    expect(recorded).to.include("block new_destination_budget");
+    for (const rule of new Set(recorded)) {
+      expect(["block new_destination_budget", "block destination_surge"]).to.include(rule);
+    }
   });
 
   it("earns credit once per converting number: four numbers entering five codes each earn what four codes do", async function () {
