@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { Customer, FraudRig, frNumber } from "../support/fraud.js";
+import { Customer, FR_NETWORKS, FraudRig, frNumber } from "../support/fraud.js";
 import { countriesWith, mobiles } from "../support/phones.js";
 import { callFrom } from "../support/rest.js";
 import { cliEnv, runCli } from "../support/app.js";
@@ -88,6 +88,53 @@ describe("fraud engine, second pass: new-destination budget, credit per number, 
     for (const rule of new Set(recorded)) {
       expect(["block new_destination_budget", "block destination_surge"]).to.include(rule);
     }
+  });
+
+  it("gives 150 pumped sends into one range of a served country its first 10, while the country's real users, on that network too, all get their codes", async function () {
+    this.timeout(300_000);
+    const c = await rig.account("Served country");
+    const networks = ["sfr", "bouygues", "orange"] as const;
+    // Real users: France on its three networks, each in a range of its own (+3361 5xxx: not the
+    // pumped +336123), Germany and Spain.
+    const fr = (i: number) =>
+      `+336${FR_NETWORKS[networks[i % 3] ?? "sfr"].digit}5${String(i).padStart(3, "0")}${String((i * 37) % 1000).padStart(3, "0")}`;
+    const others = { DE: mobiles("DE", 40) ?? [], ES: mobiles("ES", 40) ?? [] };
+    let legitSent = 0;
+    let legitRefused = 0;
+    let turn = 0;
+    const realUsers = async () => {
+      for (const phone of [fr(turn), others.DE[turn] ?? "", others.ES[turn] ?? ""]) {
+        if (await converting(rig, c, phone)) legitSent++;
+        else legitRefused++;
+      }
+      turn++;
+    };
+    for (let i = 0; i < 3; i++) await realUsers();
+    // The pump: one range of SFR (+336123, 100,000 numbers), each send from its own /24 and device.
+    let pumpSent = 0;
+    for (let n = 0; n < 150; n++) {
+      const phone = `+336123${String((n * 6_173 + 1_234) % 100_000).padStart(5, "0")}`;
+      const res = await c.v2Create(phone, {
+        ip: `${11 + (n % 200)}.${n >> 8}.${n & 255}.9`,
+        device_id: `pump-${n}`,
+      });
+      expect(res.status, res.text).to.equal(200);
+      if (res.body.status !== "blocked") pumpSent++;
+      if (n % 5 === 4 && turn < 33) await realUsers();
+    }
+    console.log(
+      `      pump: ${pumpSent} of 150 sent; real users: ${legitSent} sent, ${legitRefused} refused`,
+    );
+    expect(pumpSent).to.equal(10);
+    expect(legitRefused).to.equal(0);
+    expect(legitSent).to.equal(99);
+    // Only the range is named: never France, nor SFR, whose users were served throughout.
+    const { redis, fraud } = rig.app.registry;
+    const details = (await redis.xrange(fraud.keys.decisions(c.uuid), "-", "+")).map(
+      ([, f]) => `${f[f.indexOf("rule") + 1]} ${f[f.indexOf("detail") + 1]}`,
+    );
+    expect(details).to.have.length(140);
+    for (const d of details) expect(d).to.match(/^destination_surge prefix \+336123: 10 sent, 0 verified/);
   });
 
   it("earns credit once per converting number: four numbers entering five codes each earn what four codes do", async function () {
