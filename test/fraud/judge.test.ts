@@ -100,6 +100,10 @@ describe("fraud engine: the judge on its own (src/fraud/engine.lua)", () => {
     };
     // Ten sends to one Orange range, then its eleventh: the range is refused, named by its prefix.
     await tenTo("orange");
+    const countryKey = app.registry.fraud.keys.counters(tenant, "c:FR");
+    const bytes = async () =>
+      Number(await app.registry.redis.call("MEMORY", "USAGE", countryKey, "SAMPLES", "0"));
+    const before = await bytes();
     expect(await judgeOne(frNumber("orange", 10))).to.match(
       /^block destination_surge: prefix \+336700: 10 sent/,
     );
@@ -115,6 +119,10 @@ describe("fraud engine: the judge on its own (src/fraud/engine.lua)", () => {
       "block destination_surge: country FR: 30 sent, 0 verified in the last 3600 s; allowed 10; " +
         "refused in 3 of its networks or prefixes",
     );
+    // What the country keeps of the places refused under it (docs/fraud.md#what-redis-keeps).
+    const grown = (await bytes()) - before;
+    console.log(`      the places refused under a country: +${grown} bytes of its counters`);
+    expect(grown).to.be.at.most(100);
   });
 
   it("keeps a range that converts nothing at its bound while refused sends keep arriving, and serves it an hour after they stop", async () => {
