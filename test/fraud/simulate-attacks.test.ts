@@ -197,26 +197,31 @@ describe("ringfence fraud simulate: the attacks the second pass stops (docs/frau
   this.timeout(300_000);
   const dir = mkdtempSync(join(tmpdir(), "ringfence-attacks-"));
 
+  /** Runs `lines` through `ringfence fraud simulate` and prints the row of docs/fraud.md's tables. */
+  const simulate = async (name: string, lines: Line[]): Promise<SimulateReport> => {
+    lines.sort((x, y) => Date.parse(x.at) - Date.parse(y.at));
+    const path = join(dir, `${randomBytes(4).toString("hex")}.jsonl`);
+    writeFileSync(path, lines.map((l) => JSON.stringify(l)).join("\n"));
+    const env = {
+      NODE_ENV: "test",
+      REDIS_URL: testRedisUrl(),
+      REDIS_KEY_PREFIX: `t${randomBytes(4).toString("hex")}:`,
+      ...FRAUD_DEFAULTS,
+    };
+    const r = await runCli(["fraud", "simulate", "--input", path], env, true);
+    expect(r.stderr).to.equal("");
+    expect(r.code).to.equal(0);
+    const report = JSON.parse(r.stdout) as SimulateReport;
+    console.log(
+      `      | ${name} | ${report.fraud_sends - report.fraud_blocked} of ${report.fraud_sends} | ${report.legit_blocked} of ${report.legit_sends} | ${JSON.stringify(report.rules)} |`,
+    );
+    return report;
+  };
+
   for (const [name, make] of Object.entries(ATTACKS)) {
     it(`lets at most 10% of "${name}" through and refuses at most 2% of the real users`, async () => {
-      const lines = make().sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
-      const path = join(dir, `${randomBytes(4).toString("hex")}.jsonl`);
-      writeFileSync(path, lines.map((l) => JSON.stringify(l)).join("\n"));
-      const env = {
-        NODE_ENV: "test",
-        REDIS_URL: testRedisUrl(),
-        REDIS_KEY_PREFIX: `t${randomBytes(4).toString("hex")}:`,
-        ...FRAUD_DEFAULTS,
-      };
-      const r = await runCli(["fraud", "simulate", "--input", path], env, true);
-      expect(r.stderr).to.equal("");
-      expect(r.code).to.equal(0);
-      const report = JSON.parse(r.stdout) as SimulateReport;
-      const through = report.fraud_sends - report.fraud_blocked;
-      console.log(
-        `      | ${name} | ${through} of ${report.fraud_sends} | ${report.legit_blocked} of ${report.legit_sends} | ${JSON.stringify(report.rules)} |`,
-      );
-      expect(through).to.be.at.most(report.fraud_sends * 0.1);
+      const report = await simulate(name, make());
+      expect(report.fraud_sends - report.fraud_blocked).to.be.at.most(report.fraud_sends * 0.1);
       expect(report.legit_blocked).to.be.at.most(report.legit_sends * 0.02);
     });
   }
@@ -230,24 +235,8 @@ describe("ringfence fraud simulate: the attacks the second pass stops (docs/frau
   };
   for (const [name, heads] of Object.entries(wider)) {
     it(`prints what 150 pumped sends an hour over ${name} get, and the real users refused`, async () => {
-      const lines = servedCountry("wide-tenant", heads, 48).sort(
-        (a, b) => Date.parse(a.at) - Date.parse(b.at),
-      );
-      const path = join(dir, `${randomBytes(4).toString("hex")}.jsonl`);
-      writeFileSync(path, lines.map((l) => JSON.stringify(l)).join("\n"));
-      const env = {
-        NODE_ENV: "test",
-        REDIS_URL: testRedisUrl(),
-        REDIS_KEY_PREFIX: `t${randomBytes(4).toString("hex")}:`,
-        ...FRAUD_DEFAULTS,
-      };
-      const r = await runCli(["fraud", "simulate", "--input", path], env, true);
-      expect(r.code).to.equal(0);
-      const report = JSON.parse(r.stdout) as SimulateReport;
+      const report = await simulate(name, servedCountry("wide-tenant", heads, 48));
       expect(report.fraud_sends).to.equal(150 * 36);
-      console.log(
-        `      | ${name} | ${report.fraud_sends - report.fraud_blocked} of ${report.fraud_sends} | ${report.legit_blocked} of ${report.legit_sends} | ${JSON.stringify(report.rules)} |`,
-      );
     });
   }
 });
