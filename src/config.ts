@@ -661,7 +661,9 @@ export const SETTING_DOCS: Record<SettingName, SettingDoc> = {
   },
   FRAUD_CONVERSION_DROP: {
     section: "fraud",
-    text: "A destination converting below this share of the tenant's own conversion is blocked.",
+    text:
+      "A destination converting below this share of its own best day before today (else the tenant's) " +
+      "is blocked (rule `conversion_drop`).",
   },
   FRAUD_PREFIX_DIGITS: {
     section: "fraud",
