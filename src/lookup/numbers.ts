@@ -15,10 +15,10 @@ import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 
 import { parsePhoneNumberFromString, type NumberType, type PhoneNumber } from "libphonenumber-js/max";
-import { carrier as carrierOf } from "libphonenumber-geo-carrier";
 
 export { LINE_TYPES, isLineType, type LineType } from "./line-types.js";
 import type { LineType } from "./line-types.js";
+import { carrierOf } from "./carriers.js";
 
 /** Every type libphonenumber's `getType()` can return, apart from `undefined` (type not determined). */
 export type LibphonenumberType = NonNullable<NumberType>;
@@ -135,7 +135,7 @@ export async function describeNumber(parsed: ParsedNumber): Promise<NumberFacts>
     return { carrier: "", mcc: "", mnc: "", disposable: false, lineType: parsed.lineType };
   }
   const [carrier, mccIndex, disposableSet] = await Promise.all([
-    carrierName(phone),
+    carrierOf(String(phone.countryCallingCode), String(phone.nationalNumber)),
     loadMccIndex(),
     loadDisposableSet(),
   ]);
@@ -153,35 +153,6 @@ export async function describeNumber(parsed: ParsedNumber): Promise<NumberFacts>
 /** Loads and indexes the static data now rather than on the first lookup (e.g. at server start). */
 export async function preloadNumberData(): Promise<void> {
   await Promise.all([loadMccIndex(), loadDisposableSet()]);
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Carrier names.
-//
-// libphonenumber-geo-carrier reads and deserialises the whole BSON file of the calling code on every call
-// (up to ~170 KB for +55), so repeated lookups of the same number are answered from a small LRU cache.
-
-const CARRIER_CACHE_SIZE = 10_000;
-const carrierCache = new Map<string, string>();
-
-async function carrierName(phone: PhoneNumber): Promise<string> {
-  const cached = carrierCache.get(phone.number);
-  if (cached !== undefined) {
-    carrierCache.delete(phone.number);
-    carrierCache.set(phone.number, cached);
-    return cached;
-  }
-  // libphonenumber-geo-carrier declares its parameter with the CommonJS typings of libphonenumber-js's
-  // default entry, a different class declaration from the "max" ESM entry's; at run time it only reads
-  // `countryCallingCode` and `nationalNumber`, which do not depend on the metadata flavour.
-  // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment
-  const name = ((await carrierOf(phone, "en")) ?? "").trim();
-  if (carrierCache.size >= CARRIER_CACHE_SIZE) {
-    const oldest = carrierCache.keys().next();
-    if (oldest.done !== true) carrierCache.delete(oldest.value);
-  }
-  carrierCache.set(phone.number, name);
-  return name;
 }
 
 // ---------------------------------------------------------------------------------------------------
