@@ -13,6 +13,8 @@ const message: OutgoingSms = {
 
 interface Received {
   method: string;
+  /** The client's port: one per connection. */
+  remotePort: number | undefined;
   headers: IncomingHttpHeaders;
   body: string;
 }
@@ -26,6 +28,7 @@ async function startReceiver(answer: (res: ServerResponse) => void) {
     req.on("end", () => {
       received.push({
         method: req.method ?? "",
+        remotePort: req.socket.remotePort,
         headers: req.headers,
         body: Buffer.concat(chunks).toString("utf8"),
       });
@@ -151,6 +154,39 @@ describe("HTTP SMS provider", () => {
     const err = await failureOf(new HttpSmsProvider(receiver.url, { timeoutMs: 2_000 }).send(message));
     expect(err.message).to.match(/^HTTP SMS provider unreachable: /);
     expect(err.outcomeUnknown).to.equal(true);
+  });
+
+  it("follows no redirect: the other host gets nothing, and the outcome is unknown", async () => {
+    const elsewhere = await startReceiver((res) => res.writeHead(200).end('{"id":"stolen"}'));
+    try {
+      receiver = await startReceiver((res) => res.writeHead(307, { location: elsewhere.url }).end());
+      const err = await failureOf(new HttpSmsProvider(receiver.url, { timeoutMs: 2_000 }).send(message));
+      expect(err.message).to.equal("HTTP SMS provider answered a redirect (307), not followed");
+      expect(err.retryable).to.equal(true);
+      expect(err.outcomeUnknown).to.equal(true);
+      expect(elsewhere.received).to.have.length(0);
+    } finally {
+      await elsewhere.close();
+    }
+  });
+
+  it("takes a 2xx whose answer cannot be read for accepted, without the provider's id", async () => {
+    receiver = await startReceiver((res) =>
+      res.writeHead(200, { "content-type": "application/json" }).end("{not json"),
+    );
+    const provider = new HttpSmsProvider(receiver.url, { timeoutMs: 2_000 });
+    expect(await provider.send(message)).to.deep.equal({ providerId: message.reference });
+  });
+
+  it("keeps the connection open between messages: three sends, one connection", async () => {
+    receiver = await startReceiver((res) =>
+      res.writeHead(200, { "content-type": "application/json" }).end('{"id":"m"}'),
+    );
+    const provider = new HttpSmsProvider(receiver.url, { timeoutMs: 2_000 });
+    for (let i = 0; i < 3; i++) expect(await provider.send(message)).to.deep.equal({ providerId: "m" });
+    const ports = new Set(receiver.received.map((r) => r.remotePort));
+    expect(receiver.received).to.have.length(3);
+    expect(ports.size).to.equal(1);
   });
 
   it("knows a non-2xx answer for a refusal, not an unknown outcome", async () => {
