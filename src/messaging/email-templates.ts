@@ -1,4 +1,5 @@
 import { resolveLocale } from "./locale.js";
+import { localeParts, pluralRules } from "./intl-cache.js";
 
 /** Why the code is sent: to sign in, or to confirm a sensitive action of a signed-in user. */
 export type OtpEmailPurpose = "login" | "step_up";
@@ -149,8 +150,7 @@ export function renderOtpEmail(input: OtpEmailInput): RenderedEmail {
   }
   const locale = resolveLocale(input.locale, "");
   const texts = textsFor(locale);
-  const expiry =
-    new Intl.PluralRules(locale).select(minutes) === "one" ? texts.expiry.one : texts.expiry.other;
+  const expiry = pluralRules(locale).select(minutes) === "one" ? texts.expiry.one : texts.expiry.other;
   const body = [
     texts.intro[purpose],
     "",
@@ -165,7 +165,7 @@ export function renderOtpEmail(input: OtpEmailInput): RenderedEmail {
 
 /** The texts of a resolved locale, most specific key first: `pt-AO` → `pt-AO`, `pt-PT`, `pt`. */
 function textsFor(locale: string): EmailTexts {
-  const { language, region } = new Intl.Locale(locale);
+  const { language, region } = localeParts(locale);
   const keys = region === undefined ? [language] : [`${language}-${region}`, language];
   // Outside Brazil, Portuguese is written in the European norm.
   if (language === "pt" && region !== undefined && region !== "BR") keys.splice(1, 0, "pt-PT");

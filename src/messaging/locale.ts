@@ -1,3 +1,5 @@
+import { canonicalLocale, localeParts } from "./intl-cache.js";
+
 /** Languages the built-in OTP texts are written in. */
 export const SUPPORTED_LANGUAGES = ["en", "fr", "de", "es", "it", "pt"] as const;
 export type SupportedLanguage = (typeof SUPPORTED_LANGUAGES)[number];
@@ -43,7 +45,7 @@ export function isBcp47(tag: string): boolean {
 /** The primary language subtag of a tag, lower case (`pt-BR` → `pt`). */
 export function languageOf(tag: string): string {
   const canonical = canonicalTag(tag);
-  return canonical === undefined ? "" : new Intl.Locale(canonical).language;
+  return canonical === undefined ? "" : localeParts(canonical).language;
 }
 
 export function isSupportedLanguage(language: string): language is SupportedLanguage {
@@ -68,9 +70,5 @@ export function resolveLocale(requested: string | undefined, countryCode: string
 }
 
 function canonicalTag(tag: string): string | undefined {
-  try {
-    return Intl.getCanonicalLocales(tag)[0];
-  } catch {
-    return undefined;
-  }
+  return canonicalLocale(tag);
 }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { badField, quote, RingfenceError } from "../errors.js";
 import { fitsOneSms } from "./gsm7.js";
 import { FALLBACK_LOCALE, isBcp47, languageOf } from "./locale.js";
+import { canonicalLocale, localeParts, pluralRules } from "./intl-cache.js";
 
 export { isGsm7, fitsOneSms, smsEncoding } from "./gsm7.js";
 export { SUPPORTED_LANGUAGES, isBcp47, resolveLocale } from "./locale.js";
@@ -199,7 +200,7 @@ function pickText(templateId: string, locale: string, custom: CustomTemplates): 
 
 /** Keys to try for a locale, most specific first: `pt-AO` → `pt-AO`, `pt-PT`, `pt`. */
 function lookupKeys(locale: string): string[] {
-  const { language, region } = new Intl.Locale(locale);
+  const { language, region } = localeParts(locale);
   const keys = region === undefined ? [language] : [`${language}-${region}`, language];
   // Outside Brazil, Portuguese is written in the European norm.
   if (language === "pt" && region !== undefined && region !== "BR") keys.splice(1, 0, "pt-PT");
@@ -211,22 +212,18 @@ function usableTexts(texts: Record<string, string> | undefined): Map<string, str
   const map = new Map<string, string>();
   for (const [tag, text] of Object.entries(texts ?? {})) {
     if (!isBcp47(tag) || validateTemplateText(text) !== undefined) continue;
-    map.set(Intl.getCanonicalLocales(tag)[0] ?? tag, text);
+    map.set(canonicalLocale(tag) ?? tag, text);
   }
   return map;
 }
 
 function canonicalOrFallback(locale: string): string {
-  return isBcp47(locale) ? (Intl.getCanonicalLocales(locale)[0] ?? FALLBACK_LOCALE) : FALLBACK_LOCALE;
+  return isBcp47(locale) ? (canonicalLocale(locale) ?? FALLBACK_LOCALE) : FALLBACK_LOCALE;
 }
 
 function fill(text: string | PluralText, code: string, minutes: number, locale: string): string {
   const chosen =
-    typeof text === "string"
-      ? text
-      : new Intl.PluralRules(locale).select(minutes) === "one"
-        ? text.one
-        : text.other;
+    typeof text === "string" ? text : pluralRules(locale).select(minutes) === "one" ? text.one : text.other;
   return chosen.replace(/\{(code|minutes)\}/g, (_, name: string) =>
     name === "code" ? code : String(minutes),
   );
