@@ -10,8 +10,8 @@ import { join } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { Redis } from "ioredis";
 import { startRedis } from "../test/support/redis.js";
-import { answerStatus, authUuidOf, restRequest, type Fixture, type RestPlan } from "./calls.js";
-import type { Ready } from "./child.js";
+import { answerStatus, authUuidOf, isSend, restRequest, type Fixture, type RestPlan } from "./calls.js";
+import type { Ready, SendFloorArgs } from "./child.js";
 import { grpcChannel } from "./grpc-calls.js";
 import {
   drive,
@@ -135,7 +135,7 @@ async function main(): Promise<void> {
       calls,
       await sequentialCall(cell, counted, fixture, pool, sendFrom),
     );
-    if (cell.call === "send") sendFrom += 2 * calls + WARMUP_CALLS;
+    if (isSend(cell.call)) sendFrom += 2 * calls + WARMUP_CALLS;
     report.redis[cell.id] = count;
     say(
       `${cell.label}: ${count.commands} commands, ${count.answerPathRoundTrips} / ${count.roundTrips} round trips per call`,
@@ -150,7 +150,7 @@ async function main(): Promise<void> {
     fixture.accessToken = await serverToken(service, fixture.clientId, fixture.clientSecret);
   }
   report.meta.serviceProcesses = service.processes();
-  const refs = await startReferences(cells, fixture, workDir);
+  const refs = await startReferences(cells, fixture, workDir, { redisUrl: redis.url, providerUrl: stub.url });
   const address = (cell: Cell, t: Target) =>
     t === "ringfence"
       ? cell.transport === "rest"
@@ -194,10 +194,9 @@ async function main(): Promise<void> {
     };
     const spec: HttpLoad = { baseUrl: address(cell, t), plan, connections, seconds: s };
     const result = await drive("drive-http.ts", spec, s, workDir);
-    if (cell.call === "send") {
-      sendFrom += result.issued;
-      pool.add(result.authUuids ?? []);
-    }
+    if (isSend(cell.call)) sendFrom += result.issued;
+    // Only our authentications can be checked: a reference's are its own.
+    if (cell.call === "send" && t === "ringfence") pool.add(result.authUuids ?? []);
     if (cell.call === "check") pool.used(plan.authUuids, result.issued);
     if (cell.call === "send" || cell.call === "check")
       rates[cell.call] = Math.max(1, result.issued / result.seconds);
@@ -216,11 +215,15 @@ async function main(): Promise<void> {
       for (const t of order) {
         const pid = t === "ringfence" ? service.pid : refs.pids.get(refKey(cell, t));
         const before = pid === undefined ? undefined : cpuSecondsOf(pid);
+        const redisBefore = cpuSecondsOf(redis.pid());
         const result = await load(cell, t, seconds);
         const after = pid === undefined ? undefined : cpuSecondsOf(pid);
+        const redisAfter = cpuSecondsOf(redis.pid());
         const answered = result.ok + result.failed;
         if (before !== undefined && after !== undefined && answered > 0)
           result.serverCpuUs = ((after - before) * 1e6) / answered;
+        if (redisBefore !== undefined && redisAfter !== undefined && answered > 0)
+          result.redisCpuUs = ((redisAfter - redisBefore) * 1e6) / answered;
         report.runs.push({ round: round + 1, cell: cell.id, target: t, result });
         say(
           `round ${round + 1}/${rounds} ${cell.label}, ${targetLabel(cell, t)}: ${result.rps.toFixed(0)} req/s, p99 ${result.p99.toFixed(2)} ms${result.failed > 0 ? `, ${result.failed} failed` : ""}`,
@@ -285,7 +288,7 @@ async function sequentialCall(
     // An inactive answer is a 200 too, and far cheaper: only an active one is the call measured.
     if (cell.call === "introspect" && answerStatus(res.status, text) !== "active")
       throw new Error(`${cell.label} answered ${text}`);
-    if (cell.call === "send") {
+    if (isSend(cell.call)) {
       const uuid = authUuidOf(text);
       if (uuid !== undefined) pool.add([uuid]);
     }
@@ -345,11 +348,13 @@ async function startReferences(
   cells: Cell[],
   f: Fixture,
   workDir: string,
+  sendFloor: SendFloorArgs,
 ): Promise<Map<string, number> & { procs: Set<Logged>; pids: Map<string, number> }> {
   const modules: Record<string, string> = {
     "rest:oidc-provider": "ref-oidc-provider.ts",
     "rest:floor": "ref-http-floor.ts",
     "grpc:floor": "ref-grpc-floor.ts",
+    "rest:send-floor": "ref-send-floor.ts",
   };
   const ports = Object.assign(new Map<string, number>(), {
     procs: new Set<Logged>(),
@@ -360,7 +365,11 @@ async function startReferences(
       const key = refKey(cell, t);
       const module = modules[key];
       if (module === undefined || ports.has(key)) continue;
-      const args = JSON.stringify({ clientId: f.clientId, clientSecret: f.clientSecret, scope: f.scope });
+      const args = JSON.stringify(
+        t === "send-floor"
+          ? sendFloor
+          : { clientId: f.clientId, clientSecret: f.clientSecret, scope: f.scope },
+      );
       const ref = forkModule(module, [args], join(workDir, `${module.replace(/\.ts$/, "")}.log`));
       ports.procs.add(ref);
       if (ref.child.pid !== undefined) ports.pids.set(key, ref.child.pid);

@@ -3,6 +3,9 @@
  * that counts Redis commands and round trips.
  */
 
+import { getExampleNumber, parsePhoneNumberFromString } from "libphonenumber-js/max";
+import examples from "libphonenumber-js/mobile/examples";
+
 /** Everything the set-up made through the service, as a real operator and customer would. */
 export interface Fixture {
   customerUuid: string;
@@ -18,7 +21,11 @@ export interface Fixture {
   v2Numbers: string[];
 }
 
-export type Call = "token" | "lookup" | "send" | "check" | "readback" | "v2lookup" | "v2check" | "introspect";
+export type Call =
+  "token" | "lookup" | "send" | "intlsend" | "check" | "readback" | "v2lookup" | "v2check" | "introspect";
+
+/** The calls that send a code. */
+export const isSend = (call: Call): boolean => call === "send" || call === "intlsend";
 
 /** One REST request, as autocannon takes it. */
 export interface RestRequest {
@@ -54,6 +61,63 @@ export function sendBody(f: Fixture, k: number): Record<string, string> {
     phone_number: `+3361${range}${last}`,
     ip: `81.${(k >> 16) & 255}.${(k >> 8) & 255}.${k & 255}`,
     device_id: `bench-device-${k}`,
+  };
+}
+
+/**
+ * The countries of the international send cell: twelve, Brazil and India among them (their carrier
+ * tables are the biggest), each send to the next.
+ */
+export const INTL_COUNTRIES = [
+  "BR",
+  "IN",
+  "FR",
+  "DE",
+  "GB",
+  "ES",
+  "IT",
+  "US",
+  "MX",
+  "NG",
+  "ID",
+  "TR",
+] as const;
+
+/** Per country, its example mobile number less its last 7 digits, and the 4 digits after that which keep it a mobile. */
+let intlNumbering: { head: string; ranges: string[] }[] | undefined;
+
+function numbering(): { head: string; ranges: string[] }[] {
+  intlNumbering ??= INTL_COUNTRIES.map((country) => {
+    const example = getExampleNumber(country, examples);
+    if (example === undefined) throw new Error(`no example mobile number for ${country}`);
+    const head = example.number.slice(0, -7);
+    const ranges: string[] = [];
+    for (let r = 0; r < 10_000; r++) {
+      const range = String(r).padStart(4, "0");
+      const type = parsePhoneNumberFromString(`${head}${range}000`)?.getType();
+      if (type === "MOBILE" || type === "FIXED_LINE_OR_MOBILE") ranges.push(range);
+    }
+    if (ranges.length < 100) throw new Error(`${country}: only ${ranges.length} mobile ranges`);
+    return { head, ranges };
+  });
+  return intlNumbering;
+}
+
+/**
+ * The international send of number `k`: the next of INTL_COUNTRIES, a mobile number of its own
+ * range, taken again only after every other range of its country (as sendBody), its own client
+ * address and device.
+ */
+export function intlSendBody(f: Fixture, k: number): Record<string, string> {
+  const countries = numbering();
+  const { head, ranges } = countries[k % countries.length] ?? { head: "", ranges: [] };
+  const j = Math.floor(k / countries.length);
+  const last = String(Math.floor(j / ranges.length) % 1000).padStart(3, "0");
+  return {
+    customer_uuid: f.customerUuid,
+    phone_number: `${head}${ranges[j % ranges.length] ?? ""}${last}`,
+    ip: `82.${(k >> 16) & 255}.${(k >> 8) & 255}.${k & 255}`,
+    device_id: `bench-intl-device-${k}`,
   };
 }
 
@@ -106,6 +170,13 @@ export function restRequest(p: RestPlan, i: number): RestRequest {
         path: "/v1/authentication",
         headers: json,
         body: JSON.stringify(sendBody(f, p.sendFrom + i)),
+      };
+    case "intlsend":
+      return {
+        method: "POST",
+        path: "/v1/authentication",
+        headers: json,
+        body: JSON.stringify(intlSendBody(f, p.sendFrom + i)),
       };
     case "check":
       return {

@@ -27,3 +27,10 @@ export interface Ready {
   ready: true;
   port: number;
 }
+
+/** What the bench passes the send floor (ref-send-floor.ts): one JSON object in argv[2]. */
+export interface SendFloorArgs {
+  redisUrl: string;
+  /** The stand-in provider the service sends to; the floor POSTs to its /sms too. */
+  providerUrl: string;
+}

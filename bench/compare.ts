@@ -20,7 +20,14 @@ import { benchEnv, setUp, startProviderStub, startService, type Service } from "
 import { medianBy } from "./stats.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const CELLS = ["rest-token", "grpc-token", "rest-lookup", "grpc-lookup", "rest-send"] as const;
+const CELLS = [
+  "rest-token",
+  "grpc-token",
+  "rest-lookup",
+  "grpc-lookup",
+  "rest-send",
+  "rest-send-intl",
+] as const;
 type CompareCell = (typeof CELLS)[number];
 
 const whole = (name: string) => (v: string) => {
@@ -104,7 +111,13 @@ async function main(): Promise<void> {
     let sendFrom = 0;
     const load = async (service: Service, s: number) => {
       const grpc = cell.startsWith("grpc");
-      const call = cell.endsWith("token") ? "token" : cell.endsWith("send") ? "send" : "lookup";
+      const call = cell.endsWith("token")
+        ? "token"
+        : cell === "rest-send"
+          ? "send"
+          : cell === "rest-send-intl"
+            ? "intlsend"
+            : "lookup";
       const spec: GrpcLoad | HttpLoad = grpc
         ? {
             address: service.grpcAddress,

@@ -4,7 +4,7 @@
  * `seconds`. Latencies are kept at full resolution (autocannon's own histogram rounds to 1 ms).
  */
 import autocannon from "autocannon";
-import { answerStatus, authUuidOf, restRequest, type RestPlan } from "./calls.js";
+import { answerStatus, authUuidOf, isSend, restRequest, type RestPlan } from "./calls.js";
 import { exitWithParent, tell } from "./child.js";
 import { Latencies, type LoadResult } from "./stats.js";
 
@@ -30,7 +30,7 @@ async function drive({ baseUrl, plan, connections, seconds }: HttpLoad): Promise
   const errors: string[] = [];
   const authUuids: string[] = [];
   const readsBody =
-    plan.call === "send" || plan.call === "check" || plan.call === "v2check" || plan.call === "introspect";
+    isSend(plan.call) || plan.call === "check" || plan.call === "v2check" || plan.call === "introspect";
   let issued = 0;
   let ok = 0;
   let failed = 0;

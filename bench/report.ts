@@ -1,14 +1,15 @@
+import type { Call } from "./calls.js";
 import type { RedisCount } from "./redis-count.js";
 import { medianBy, type LoadResult } from "./stats.js";
 
-export type Target = "ringfence" | "oidc-provider" | "floor";
+export type Target = "ringfence" | "oidc-provider" | "floor" | "send-floor";
 
 export interface Cell {
   /** The name `--only` takes. */
   id: string;
   label: string;
   transport: "rest" | "grpc";
-  call: "token" | "lookup" | "send" | "check" | "readback" | "v2lookup" | "v2check" | "introspect";
+  call: Call;
   /** References measured beside ours. */
   refs: Target[];
 }
@@ -22,7 +23,14 @@ export const CELLS: Cell[] = [
     refs: ["oidc-provider", "floor"],
   },
   { id: "rest-lookup", label: "REST lookup", transport: "rest", call: "lookup", refs: [] },
-  { id: "rest-send", label: "REST send", transport: "rest", call: "send", refs: [] },
+  { id: "rest-send", label: "REST send", transport: "rest", call: "send", refs: ["send-floor"] },
+  {
+    id: "rest-send-intl",
+    label: "REST send, 12 countries",
+    transport: "rest",
+    call: "intlsend",
+    refs: [],
+  },
   { id: "rest-check", label: "REST check", transport: "rest", call: "check", refs: [] },
   { id: "rest-readback", label: "REST read-back", transport: "rest", call: "readback", refs: [] },
   { id: "rest-v2-lookup", label: "REST V2 lookup", transport: "rest", call: "v2lookup", refs: [] },
@@ -41,6 +49,7 @@ export const CELLS: Cell[] = [
 export function targetLabel(cell: Cell, t: Target): string {
   if (t === "ringfence") return "ringfence";
   if (t === "oidc-provider") return "node-oidc-provider";
+  if (t === "send-floor") return "send floor: node:http + one Lua script + keep-alive POST";
   return cell.transport === "rest" ? "floor: node:http + jose" : "floor: grpc-js + jose";
 }
 
@@ -54,6 +63,7 @@ export const ROUND_TRIP_TARGETS: Partial<Record<Cell["call"], number>> = {
   check: 1,
   readback: 1,
   send: 2,
+  intlsend: 2,
   v2lookup: 1,
   // The target index, then the check script with the correlation_id (docs/v2-api.md#check).
   v2check: 2,
@@ -121,7 +131,8 @@ export function markdown(report: Report, cells: Cell[]): string {
       const isOurs = target === "ringfence";
       const count = isOurs ? report.redis[cell.id] : undefined;
       const oidc = cell.refs.includes("oidc-provider") ? median(report, cell.id, "oidc-provider") : undefined;
-      const floor = cell.refs.includes("floor") ? median(report, cell.id, "floor") : undefined;
+      const floorTarget = cell.refs.find((t) => t === "floor" || t === "send-floor");
+      const floor = floorTarget === undefined ? undefined : median(report, cell.id, floorTarget);
       lines.push(
         `| ${cell.label} | ${targetLabel(cell, target)} | ${fixed(r?.rps, 0)} | ${fixed(r?.p50)} | ${fixed(r?.p99)} | ${
           isOurs && oidc !== undefined ? ratio(ours?.rps, oidc.rps) : "—"
@@ -163,6 +174,22 @@ function targets(report: Report, cells: Cell[]): string[] {
     const x = ours !== undefined && floor !== undefined ? ours.rps / floor.rps : undefined;
     out.push(
       `- gRPC token calls/s ≥ 0.85× the bare grpc-js signer: ${fixed(x)}×, ${verdict(x === undefined ? undefined : x >= 0.85)}`,
+    );
+  }
+  if (has("rest-send")) {
+    const ours = median(report, "rest-send", "ringfence")?.serverCpuUs;
+    const floor = median(report, "rest-send", "send-floor")?.serverCpuUs;
+    const x = ours !== undefined && floor !== undefined ? ours / floor : undefined;
+    out.push(
+      `- REST send CPU per call ≤ 3× the send floor's: ${fixed(x)}×, ${verdict(x === undefined ? undefined : x <= 3)}`,
+    );
+  }
+  if (has("rest-send") && has("rest-send-intl")) {
+    const fr = median(report, "rest-send", "ringfence")?.serverCpuUs;
+    const intl = median(report, "rest-send-intl", "ringfence")?.serverCpuUs;
+    const x = fr !== undefined && intl !== undefined ? intl / fr : undefined;
+    out.push(
+      `- International send CPU per call within 20% of the French one: ${fixed(x)}×, ${verdict(x === undefined ? undefined : x <= 1.2)}`,
     );
   }
   for (const cell of cells) {
@@ -212,15 +239,17 @@ function serverCpu(report: Report, cells: Cell[]): string[] {
   const rows: string[] = [];
   for (const cell of cells) {
     const costs = (["ringfence", ...cell.refs] as Target[]).flatMap((target) => {
-      const us = median(report, cell.id, target)?.serverCpuUs;
-      return us === undefined ? [] : [`${targetLabel(cell, target)} ${us.toFixed(0)} µs`];
+      const r = median(report, cell.id, target);
+      if (r?.serverCpuUs === undefined) return [];
+      const redis = r.redisCpuUs === undefined ? "" : ` (Redis ${r.redisCpuUs.toFixed(0)} µs)`;
+      return [`${targetLabel(cell, target)} ${r.serverCpuUs.toFixed(0)} µs${redis}`];
     });
     if (costs.length > 0) rows.push(`- ${cell.label}: ${costs.join(", ")}`);
   }
   return rows.length === 0
     ? []
     : [
-        "Server CPU per call in the rounds shown (user and system time of the server's processes, threads included, per call answered):",
+        "Server CPU per call in the rounds shown (user and system time of the server's processes, threads included, per call answered; in brackets, Redis's):",
         ...rows,
       ];
 }

@@ -24,6 +24,8 @@ export interface LoadResult {
    * set by the bench where /proc exists.
    */
   serverCpuUs?: number;
+  /** Redis's CPU per call answered in the same run (user and system time of redis-server). */
+  redisCpuUs?: number;
 }
 
 /** A growable list of latencies in ms, and its percentiles (nearest rank). */

