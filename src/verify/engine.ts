@@ -20,8 +20,16 @@ import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
 import type { OutgoingSms } from "../messaging/provider.js";
 import { secretRef, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { AuthenticationStatus, CheckStatus, Envelope, RetryStatus } from "./model.js";
-import type { Hold, HoldArgs, SendPlace, Signals, StoredAuthentication, VerifyStore } from "./store.js";
-import { EVENT_SHAPES, type EventFacts, type VerifyApi } from "./events.js";
+import type {
+  CreatedEvent,
+  Hold,
+  HoldArgs,
+  SendPlace,
+  Signals,
+  StoredAuthentication,
+  VerifyStore,
+} from "./store.js";
+import { EVENT_SHAPES, type EventFacts, type EventShapes, type VerifyApi } from "./events.js";
 import { holdSpanMs, outcomeUnknown, settleHold, STALE_AFTER_MS, unavailable } from "./holds.js";
 import { compactEvent, type EventContext } from "./row.js";
 
@@ -157,14 +165,7 @@ export class VerifyEngine {
     const price = this.priceFor(phone.countryCode);
     const shapes = EVENT_SHAPES[req.api];
     const facts = await this.facts(req.api, authUuid, phone, req.correlationId, price);
-    const created = (status: AuthenticationStatus) => shapes.created(facts, status, createdAt, expiresAt);
     const ctx = eventContext(facts, expiresAt);
-    const compact = (json: string) => (json === "" ? "" : compactEvent(JSON.parse(json) as Envelope, ctx));
-    const events = {
-      pending: created("pending"),
-      rate_limited: created("rate_limited"),
-      spam_detected: created("spam_detected"),
-    };
     const ip = req.ip === "" ? "" : limitSubject(req.ip);
     const place = sendPlace(account.customerUuid, authUuid, phone, ip, req.deviceId, config, t);
     const source = { ip: req.ip, deviceId: req.deviceId };
@@ -227,12 +228,7 @@ export class VerifyEngine {
             codeLength: req.codeLength,
             signals: req.signals,
           },
-          events,
-          compact: {
-            pending: compact(events.pending),
-            rate_limited: compact(events.rate_limited),
-            spam_detected: compact(events.spam_detected),
-          },
+          created: createdEvent(shapes, facts, createdAt, expiresAt, ctx),
           target: req.indexed === undefined ? null : { running: req.indexed },
           hook:
             req.callbackUrl === ""
@@ -537,5 +533,39 @@ function sendPlace(
     device: deviceId === "" ? "-" : createHash("sha256").update(deviceId).digest("hex").slice(0, 32),
     range: phone.e164.slice(0, -config.SPAM_RANGE_DIGITS),
     month: new Date(t).toISOString().slice(0, 7),
+  };
+}
+
+/** Stands where the status goes in an `authentication` event, while it is built (createdEvent). */
+const STATUS_SLOT = `status-${randomUUID()}`;
+
+/**
+ * The `authentication` event a send may record, built once for whichever status its script
+ * decides (src/verify/store.ts, CreatedEvent): the event is built with STATUS_SLOT for its status
+ * and cut there. An API whose creation event names no status records it once pending only (V2).
+ */
+function createdEvent(
+  shapes: EventShapes,
+  facts: EventFacts,
+  createdAt: string,
+  expiresAt: string,
+  ctx: EventContext,
+): CreatedEvent | null {
+  const slotted = shapes.created(facts, STATUS_SLOT as AuthenticationStatus, createdAt, expiresAt);
+  if (slotted === "") {
+    const pending = shapes.created(facts, "pending", createdAt, expiresAt);
+    return pending === "" ? null : { statuses: ["pending"], event: [pending], compact: null };
+  }
+  const [before, after, ...more] = slotted.split(STATUS_SLOT);
+  if (before === undefined || after === undefined || more.length > 0) {
+    throw new Error("an authentication event names its status once");
+  }
+  // The compact record says the status last: it is cut the same way, and kept where it fits.
+  const compact = compactEvent(JSON.parse(before + "pending" + after) as Envelope, ctx);
+  const tail = '"pending"]';
+  return {
+    statuses: ["pending", "rate_limited", "spam_detected"],
+    event: [before, after],
+    compact: compact.endsWith(tail) ? [compact.slice(0, -tail.length + 1), '"]'] : null,
   };
 }

@@ -18,3 +18,23 @@ local function row_event(row, list, hook, pending, envelope, compact)
   end
   return n, hooked
 end
+
+-- The `authentication` event of a send for the status its script decided, and its compact
+-- record (nil when it has none, or one longer than the 64 bytes a row keeps: MAX_COMPACT of
+-- src/verify/row.ts), from `c`, a CreatedEvent of src/verify/store.ts: '' when the event is not
+-- recorded for that status.
+local function created_event(c, status)
+  if type(c) ~= 'table' then return '', nil end
+  local listed = false
+  for _, s in ipairs(c.statuses) do
+    if s == status then listed = true end
+  end
+  if not listed then return '', nil end
+  local event = c.event[2] == nil and c.event[1] or (c.event[1] .. status .. c.event[2])
+  local compact = nil
+  if type(c.compact) == 'table' then
+    compact = c.compact[1] .. status .. c.compact[2]
+    if #compact > 64 then compact = nil end
+  end
+  return event, compact
+end

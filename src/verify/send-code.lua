@@ -133,14 +133,14 @@ redis.call('HSET', authKey, unpack(flat))
 redis.call('PEXPIREAT', authKey, keepUntil)
 -- An API may record no event for a status (V2 records none for a refused creation): then a
 -- refused send has no stream to deliver, and keeps no hook.
-local event = args.events[status]
+local event, compact = created_event(args.created, status)
 local hooked = type(args.hook) == 'table' and (not refused or event ~= '')
 if hooked then
   stream_set_hook(hookKey, args.hook.url, args.hook.secretRef)
   redis.call('PEXPIREAT', hookKey, args.keepUntil)
 end
 if event ~= '' then
-  row_event(authKey, eventsKey, hookKey, pendingKey, event, (args.compact or {})[status])
+  row_event(authKey, eventsKey, hookKey, pendingKey, event, compact)
 end
 if hooked and refused then
   -- Its webhook is delivered all the same: the stream stays for the outbox's retries (the start

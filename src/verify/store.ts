@@ -30,6 +30,18 @@ export type { AuthKeys, SendPlace } from "./keys.js";
 export type { HoldArgs } from "./scripts.js";
 export type { Hold } from "./hold-store.js";
 
+/**
+ * The `authentication` event a send records, for whichever status its script decides, sent once:
+ * for each status of `statuses`, the event is `event[0] .. status .. event[1]`, or `event[0]`
+ * alone when it does not name its status; `compact` the same for the compact record the row may
+ * keep instead (src/verify/row.ts), which the script keeps only when it fits its 64 bytes.
+ */
+export interface CreatedEvent {
+  statuses: ("pending" | "rate_limited" | "spam_detected")[];
+  event: [string] | [string, string];
+  compact: [string, string] | null;
+}
+
 /** What the send script needs; see send-code.lua. */
 export interface SendArgs {
   now: number;
@@ -55,10 +67,8 @@ export interface SendArgs {
   limits: { number: Window | null; ip: Window | null; device: Window | null; account: Window | null };
   spam: { ipNumbers: Window | null; deviceNumbers: Window | null; range: Window | null };
   authentication: NewAuthentication;
-  /** The `authentication` event for each status the script may decide ("": none). */
-  events: Record<"pending" | "rate_limited" | "spam_detected", string>;
-  /** The same as compact records the row may keep instead (src/verify/row.ts; "": none). */
-  compact?: Record<"pending" | "rate_limited" | "spam_detected", string>;
+  /** The `authentication` event of the status the script decides (see CreatedEvent); null: none. */
+  created: CreatedEvent | null;
   /**
    * V2: a pending authentication becomes its number's running verification (the target index,
    * see `VerifyKeys.target`) until `expiresAtMs`, provided the index still names `running` (the uuid the

@@ -120,7 +120,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
         priceMicros: PRICE,
         signals: { ip: "", deviceId: "", deviceType: "", appVersion: "", osVersion: "", deviceModel: "" },
       },
-      events: { pending: event, rate_limited: event, spam_detected: event },
+      created: { statuses: ["pending", "rate_limited", "spam_detected"], event: [event], compact: null },
       hook: null,
     };
     const held = {
