@@ -238,7 +238,7 @@ export class VerifyEngine {
         held,
         fraud.sendKeys(account.customerUuid, destination, t, source),
       )
-      .catch(this.giveBack(store.holdOf(place, sms.reference, "send"), held, call));
+      .catch((err: unknown) => this.giveBack(store.holdOf(place, sms.reference, "send"), held, call)(err));
     if (judged !== undefined) fraud.noted(req.api, judged, destination.country);
     if (status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
     if (refusedBy !== undefined) call.noteRefusal(refusedBy);
@@ -315,7 +315,7 @@ export class VerifyEngine {
         held,
         fraud.sendKeys(account.customerUuid, destination, t),
       )
-      .catch(this.giveBack(store.holdOf(place, sms.reference, "retry"), held, call));
+      .catch((err: unknown) => this.giveBack(store.holdOf(place, sms.reference, "retry"), held, call)(err));
     if (r.fraud !== undefined) fraud.noted(auth.api, r.fraud, destination.country);
     if (r.status === "not_found") throw unknownAuthentication();
     if (r.status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");

@@ -1,5 +1,5 @@
 import type { RedisClient } from "../redis/client.js";
-import type { VerifyKeys, SendPlace } from "./keys.js";
+import type { PlaceKeys, VerifyKeys, SendPlace } from "./keys.js";
 import * as scripts from "./scripts.js";
 import type { HoldArgs } from "./scripts.js";
 
@@ -70,7 +70,11 @@ export class HoldStore {
   }
 
   protected releaseKeys(place: SendPlace, kind: "send" | "retry"): string[] {
-    const k = this.keys.place(place);
+    return this.releaseOf(this.keys.place(place), kind);
+  }
+
+  /** The same, from the keys of the place already built. */
+  protected releaseOf(k: PlaceKeys, kind: "send" | "retry"): string[] {
     const windows =
       kind === "send"
         ? [k.numberWindow, k.ipWindow, k.deviceWindow, k.accountWindow, k.range]

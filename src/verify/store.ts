@@ -130,14 +130,15 @@ export class VerifyStore extends HoldStore {
     /** The fraud engine's decision, when it judged the send (no rule before it refused). */
     fraud?: Pick<FraudDecision, "action" | "rule">;
   }> {
+    const placed = this.keys.place(place);
     const keys = {
-      ...this.keys.place(place),
+      ...placed,
       holds: this.keys.holds(place.customer),
       hold: this.keys.hold(place.customer, hold.id),
       target: this.keys.target(place.customer, place.phone),
       ...fraudKeys(fraud),
     };
-    const release = JSON.stringify(this.releaseKeys(place, "send"));
+    const release = JSON.stringify(this.releaseOf(placed, "send"));
     const { authentication, ...rest } = args;
     const fields = encodeRow(authentication);
     const [status, refusedBy, action, rule] = (await this.listed(place, hold, "send", () =>
@@ -226,7 +227,7 @@ export class VerifyStore extends HoldStore {
       hold: this.keys.hold(place.customer, hold.id),
       ...fraudKeys(fraud),
     };
-    const release = JSON.stringify(this.releaseKeys(place, "retry"));
+    const release = JSON.stringify(this.releaseOf(k, "retry"));
     const [status, retries, next, refusedBy, action, rule] = (await this.listed(place, hold, "retry", () =>
       scripts.retryCode.run(
         this.redis,
