@@ -165,18 +165,12 @@ export function restRequest(p: RestPlan, i: number): RestRequest {
         headers: { "customer-uuid": f.customerUuid, "x-api-key": f.apiKey },
       };
     case "send":
-      return {
-        method: "POST",
-        path: "/v1/authentication",
-        headers: json,
-        body: JSON.stringify(sendBody(f, p.sendFrom + i)),
-      };
     case "intlsend":
       return {
         method: "POST",
         path: "/v1/authentication",
         headers: json,
-        body: JSON.stringify(intlSendBody(f, p.sendFrom + i)),
+        body: JSON.stringify((p.call === "send" ? sendBody : intlSendBody)(f, p.sendFrom + i)),
       };
     case "check":
       return {
