@@ -20,16 +20,14 @@ import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
 import type { OutgoingSms } from "../messaging/provider.js";
 import { secretRef, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { AuthenticationStatus, CheckStatus, Envelope, RetryStatus } from "./model.js";
-import type {
-  CreatedEvent,
-  Hold,
-  HoldArgs,
-  SendPlace,
-  Signals,
-  StoredAuthentication,
-  VerifyStore,
-} from "./store.js";
-import { EVENT_SHAPES, type EventFacts, type EventShapes, type VerifyApi } from "./events.js";
+import type { Hold, HoldArgs, SendPlace, Signals, StoredAuthentication, VerifyStore } from "./store.js";
+import {
+  EVENT_SHAPES,
+  type CreatedEvent,
+  type EventFacts,
+  type EventShapes,
+  type VerifyApi,
+} from "./events.js";
 import { holdSpanMs, outcomeUnknown, settleHold, STALE_AFTER_MS, unavailable } from "./holds.js";
 import { compactEvent, type EventContext } from "./row.js";
 
@@ -541,7 +539,7 @@ const STATUS_SLOT = `status-${randomUUID()}`;
 
 /**
  * The `authentication` event a send may record, built once for whichever status its script
- * decides (src/verify/store.ts, CreatedEvent): the event is built with STATUS_SLOT for its status
+ * decides (CreatedEvent, src/verify/events.ts): the event is built with STATUS_SLOT for its status
  * and cut there. An API whose creation event names no status records it once pending only (V2).
  */
 function createdEvent(

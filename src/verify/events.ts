@@ -21,6 +21,18 @@ export interface EventFacts {
 }
 
 /**
+ * The `authentication` event a send records, for whichever status its script decides, sent once:
+ * for each status of `statuses`, the event is `event[0] .. status .. event[1]`, or `event[0]`
+ * alone when it does not name its status; `compact` the same for the compact record the row may
+ * keep instead (src/verify/row.ts), which the script keeps only when it fits its 64 bytes.
+ */
+export interface CreatedEvent {
+  statuses: ("pending" | "rate_limited" | "spam_detected")[];
+  event: [string] | [string, string];
+  compact: [string, string] | null;
+}
+
+/**
  * The webhook events of an authentication, in the shapes of the API that created it. Each is the
  * envelope whose JSON is POSTed as it is; `created` answers "" when that API records no event.
  */

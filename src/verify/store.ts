@@ -9,7 +9,7 @@ import {
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
-import type { VerifyApi } from "./events.js";
+import type { CreatedEvent, VerifyApi } from "./events.js";
 import { checkCode, type CheckStatus } from "../otp/code.js";
 import {
   decodeMessageRef,
@@ -29,18 +29,6 @@ export type { Signals, NewAuthentication, StoredAuthentication } from "./authent
 export type { AuthKeys, SendPlace } from "./keys.js";
 export type { HoldArgs } from "./scripts.js";
 export type { Hold } from "./hold-store.js";
-
-/**
- * The `authentication` event a send records, for whichever status its script decides, sent once:
- * for each status of `statuses`, the event is `event[0] .. status .. event[1]`, or `event[0]`
- * alone when it does not name its status; `compact` the same for the compact record the row may
- * keep instead (src/verify/row.ts), which the script keeps only when it fits its 64 bytes.
- */
-export interface CreatedEvent {
-  statuses: ("pending" | "rate_limited" | "spam_detected")[];
-  event: [string] | [string, string];
-  compact: [string, string] | null;
-}
 
 /** What the send script needs; see send-code.lua. */
 export interface SendArgs {
