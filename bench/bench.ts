@@ -138,7 +138,7 @@ async function main(): Promise<void> {
     if (isSend(cell.call)) sendFrom += 2 * calls + WARMUP_CALLS;
     report.redis[cell.id] = count;
     say(
-      `${cell.label}: ${count.commands} commands, ${count.answerPathRoundTrips} / ${count.roundTrips} round trips per call`,
+      `${cell.label}: ${count.commands} commands, ${count.answerPathRoundTrips} / ${count.roundTrips} round trips, ${count.bytesWritten} bytes written per call`,
     );
   }
   await counted.stop();

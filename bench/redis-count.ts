@@ -8,6 +8,8 @@ export interface RedisCount {
   commands: number;
   /** The same by command name, for the JSON report. */
   byCommand: Record<string, number>;
+  /** Bytes the service wrote to Redis per call (every command as sent, keys and arguments included). */
+  bytesWritten: number;
   /** Client-to-server bursts per call over every connection of the service, whenever they happen. */
   roundTrips: number;
   /**
@@ -63,6 +65,7 @@ export async function countRedisWork(
   await sleep(100);
   const statsBefore = await commandStats(stats);
   const burstsBefore = proxy.count();
+  const bytesBefore = proxy.written();
   const started = performance.now();
   await timed(calls, call, 0);
   // Work started by the last call after its answer belongs to it too.
@@ -70,12 +73,15 @@ export async function countRedisWork(
   const busyMs = performance.now() - started;
   const statsAfter = await commandStats(stats);
   const bursts = proxy.count() - burstsBefore;
+  const bytes = proxy.written() - bytesBefore;
 
   const idleStatsBefore = await commandStats(stats);
   const idleBurstsBefore = proxy.count();
+  const idleBytesBefore = proxy.written();
   await sleep(busyMs);
   const idleStats = delta(idleStatsBefore, await commandStats(stats));
   const idleBursts = proxy.count() - idleBurstsBefore;
+  const idleBytes = proxy.written() - idleBytesBefore;
 
   // Two delays: what a delayed answer costs besides the delay (waking an idle process) cancels out.
   const half = Math.max(10, Math.floor(calls / 2));
@@ -99,6 +105,7 @@ export async function countRedisWork(
     calls,
     commands: round((sum(work) - sum(idleStats)) / calls),
     byCommand,
+    bytesWritten: Math.round((bytes - idleBytes) / calls),
     roundTrips: round((bursts - idleBursts) / calls),
     answerPathRoundTrips: round((long.median - short.median) / (long.unit - short.unit)),
   };

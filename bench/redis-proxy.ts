@@ -8,6 +8,7 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
  */
 export class RedisRoundTrips {
   private bursts = 0;
+  private bytes = 0;
   /** Holds every answer of Redis this long before passing it on (order kept): see countRedisWork. */
   delayMs = 0;
   private delayed = { ms: 0, n: 0 };
@@ -36,6 +37,11 @@ export class RedisRoundTrips {
     return this.bursts;
   }
 
+  /** Bytes the clients wrote to Redis so far (commands and their arguments, as sent), over every connection. */
+  written(): number {
+    return this.bytes;
+  }
+
   /** The delay answers really got since the last call (timers fire late), in ms on average. */
   takeMeanDelay(): number {
     const mean = this.delayed.n === 0 ? this.delayMs : this.delayed.ms / this.delayed.n;
@@ -57,6 +63,7 @@ export class RedisRoundTrips {
     client.on("data", (d: Buffer) => {
       if (serverSpokeLast) this.bursts++;
       serverSpokeLast = false;
+      this.bytes += d.length;
       server.write(d);
     });
     // Answers are held in order: one delayed answer holds back every later one, even after the

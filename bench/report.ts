@@ -1,4 +1,4 @@
-import type { Call } from "./calls.js";
+import { isSend, type Call } from "./calls.js";
 import type { RedisCount } from "./redis-count.js";
 import { medianBy, type LoadResult } from "./stats.js";
 
@@ -55,6 +55,12 @@ export function targetLabel(cell: Cell, t: Target): string {
 
 /** Redis commands a successful token may cost, those run inside Lua scripts included. */
 export const TOKEN_COMMANDS = 3;
+
+/**
+ * Bytes a send may write to Redis: half the 7,800 a send wrote when its cost was measured
+ * (2026-11-26, docs/benchmark.md#sending-a-code-against-the-send-floor-2026-11-27).
+ */
+export const SEND_BYTES = 3_900;
 
 /** Redis round trips per call that the issue allows on the answer path. */
 export const ROUND_TRIP_TARGETS: Partial<Record<Cell["call"], number>> = {
@@ -121,8 +127,8 @@ export function markdown(report: Report, cells: Cell[]): string {
     `- Load: ${m.connections} connections (gRPC: calls in flight), ${m.seconds} s per cell, ${m.rounds} round(s) alternating the targets' order; the median round by req/s is shown`,
     `- Redis columns: ${m.sequentialCalls} sequential calls per cell; commands and all round trips less an idle period as long; awaited round trips from the slow-down per ms of delay added to each Redis answer (5 ms, then 15 ms); checks send a wrong code`,
     "",
-    "| Call | Target | req/s | p50 ms | p99 ms | ours / node-oidc-provider | ours / floor | Redis cmds/call | Redis round trips/call, awaited | Redis round trips/call, all |",
-    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    "| Call | Target | req/s | p50 ms | p99 ms | ours / node-oidc-provider | ours / floor | Redis cmds/call | Redis round trips/call, awaited | Redis round trips/call, all | Redis bytes written/call |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
   ];
   for (const cell of cells) {
     const ours = median(report, cell.id, "ringfence");
@@ -138,7 +144,7 @@ export function markdown(report: Report, cells: Cell[]): string {
           isOurs && oidc !== undefined ? ratio(ours?.rps, oidc.rps) : "—"
         } | ${isOurs && floor !== undefined ? ratio(ours?.rps, floor.rps) : "—"} | ${fixed(count?.commands)} | ${fixed(
           count?.answerPathRoundTrips,
-        )} | ${fixed(count?.roundTrips)} |`,
+        )} | ${fixed(count?.roundTrips)} | ${fixed(count?.bytesWritten, 0)} |`,
       );
     }
   }
@@ -190,6 +196,15 @@ function targets(report: Report, cells: Cell[]): string[] {
     const x = fr !== undefined && intl !== undefined ? intl / fr : undefined;
     out.push(
       `- International send CPU per call within 20% of the French one: ${fixed(x)}×, ${verdict(x === undefined ? undefined : x <= 1.2)}`,
+    );
+  }
+  for (const cell of cells) {
+    const count = report.redis[cell.id];
+    if (!isSend(cell.call) || count === undefined) continue;
+    out.push(
+      `- ${cell.label}: ≤ ${SEND_BYTES} bytes written to Redis per send: ${fixed(count.bytesWritten, 0)}, ${verdict(
+        count.bytesWritten <= SEND_BYTES,
+      )}`,
     );
   }
   for (const cell of cells) {

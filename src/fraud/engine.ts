@@ -225,6 +225,9 @@ export interface FraudArgs {
   rules: FraudRules;
 }
 
+/** A send's own part of FraudArgs: what the rules judge. */
+export type FraudCall = Omit<FraudArgs, "rules">;
+
 /** The keys a send through the engine names, in the order the scripts declare them. */
 export interface FraudSendKeys {
   policy: string;
@@ -335,6 +338,14 @@ export class FraudEngine {
   }
 
   args(api: FraudApi, d: Destination, now: number, tenant = "", source: FraudSource = NO_SOURCE): FraudArgs {
+    return { ...this.sendArgs(api, d, now, tenant, source), rules: this.rules };
+  }
+
+  /**
+   * The same without the rules, for the send scripts that carry them in their text
+   * (`Script.configured`, the verification engine's `SendRules`).
+   */
+  sendArgs(api: FraudApi, d: Destination, now: number, tenant = "", source: FraudSource = NO_SOURCE): FraudCall {
     const { labels, tracked } = sourceLabels(source);
     const digits = d.e164.slice(1);
     const candidates: string[] = [];
@@ -351,7 +362,6 @@ export class FraudEngine {
       sources: labels,
       track: tracked === undefined ? "" : this.digest(tenant, tracked),
       trackLabel: tracked ?? "",
-      rules: this.rules,
     };
   }
 

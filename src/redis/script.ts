@@ -35,6 +35,12 @@ export interface Script<K extends string, A extends string> {
     argv: Readonly<Record<A, string | number | undefined>>,
     rest?: readonly string[],
   ): Promise<unknown>;
+  /**
+   * The same script with the settings that never change while the service runs (windows, rules'
+   * bounds) in its text, bound to `CONFIG` in Lua, instead of sent with every call: one SHA per
+   * configuration, made once per `config` object (keep the object).
+   */
+  configured(config: object): Script<K, A>;
 }
 
 /** The names a Lua file binds to KEYS and ARGV at its top, as `defineScript` reads them. */
@@ -87,7 +93,16 @@ export function defineScript<const K extends string, const A extends string = ne
     );
   }
   const libraries = (spec.libraries ?? []).map((u) => readFileSync(u, "utf8"));
-  const lua = new LuaScript(name, [...libraries, own].join("\n"));
+  return scriptOf(name, spec, [...libraries, own].join("\n"));
+}
+
+function scriptOf<const K extends string, const A extends string>(
+  name: string,
+  spec: ScriptSpec<K, A>,
+  source: string,
+): Script<K, A> {
+  const lua = new LuaScript(name, source);
+  const configurations = new WeakMap<object, Script<K, A>>();
   return {
     name,
     lua,
@@ -98,7 +113,22 @@ export function defineScript<const K extends string, const A extends string = ne
       if (values.includes(undefined)) throw new Error(`${name}: only trailing arguments may be left out`);
       return decodeReply(await lua.run(redis, orderedKeys, values as (string | number)[]));
     },
+    configured(config) {
+      let script = configurations.get(config);
+      if (script === undefined) {
+        script = scriptOf(name, spec, `local CONFIG = cjson.decode(${luaString(JSON.stringify(config))})\n${source}`);
+        configurations.set(config, script);
+      }
+      return script;
+    },
   };
+}
+
+/** `text` as a Lua long string, its level chosen so that nothing in it closes the string. */
+function luaString(text: string): string {
+  let level = "";
+  while (text.includes(`]${level}]`)) level += "=";
+  return `[${level}[${text}]${level}]`;
 }
 
 /**

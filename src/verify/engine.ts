@@ -20,7 +20,7 @@ import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
 import type { OutgoingSms } from "../messaging/provider.js";
 import { secretRef, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { AuthenticationStatus, CheckStatus, Envelope, RetryStatus } from "./model.js";
-import type { Hold, HoldArgs, SendPlace, Signals, StoredAuthentication, VerifyStore } from "./store.js";
+import type { Hold, HoldArgs, SendPlace, SendRules, Signals, StoredAuthentication, VerifyStore } from "./store.js";
 import {
   EVENT_SHAPES,
   type CreatedEvent,
@@ -101,8 +101,28 @@ export class VerifyEngine {
   /** Names this instance in the holds it records (for the logs of a recovery). */
   private readonly owner = randomUUID();
 
+  /** The send and retry scripts' settings, in their text: one object, so one script each. */
+  private readonly rules: SendRules;
+
   constructor(readonly deps: VerifyDeps) {
     this.now = deps.now ?? Date.now;
+    const { config } = deps;
+    this.rules = {
+      retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
+      maxRetries: config.OTP_MAX_RETRIES,
+      limits: {
+        number: config.RATE_LIMIT_NUMBER,
+        ip: config.RATE_LIMIT_IP,
+        device: config.RATE_LIMIT_DEVICE,
+        account: config.RATE_LIMIT_ACCOUNT,
+      },
+      spam: {
+        ipNumbers: config.SPAM_IP_NUMBERS,
+        deviceNumbers: config.SPAM_DEVICE_NUMBERS,
+        range: config.SPAM_RANGE_BURST,
+      },
+      fraud: deps.fraud.rules,
+    };
   }
 
   private hashCode(auth: string, code: string): string {
@@ -183,9 +203,10 @@ export class VerifyEngine {
     } = await store
       .send(
         place,
+        this.rules,
         {
           now: t,
-          fraud: fraud.args(req.api, destination, t, account.customerUuid, source),
+          fraud: fraud.sendArgs(req.api, destination, t, account.customerUuid, source),
           authUuid,
           phone: phone.e164,
           member: `${authUuid}:1`,
@@ -194,20 +215,8 @@ export class VerifyEngine {
           hasDevice: req.deviceId !== "",
           price,
           codeHash: this.hashCode(authUuid, code),
-          retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
           keepUntil: expiresMs + config.AUTHENTICATION_RETENTION_SECONDS * 1000,
           refusedUntil: t + config.REFUSED_RETENTION_SECONDS * 1000,
-          limits: {
-            number: config.RATE_LIMIT_NUMBER,
-            ip: config.RATE_LIMIT_IP,
-            device: config.RATE_LIMIT_DEVICE,
-            account: config.RATE_LIMIT_ACCOUNT,
-          },
-          spam: {
-            ipNumbers: config.SPAM_IP_NUMBERS,
-            deviceNumbers: config.SPAM_DEVICE_NUMBERS,
-            range: config.SPAM_RANGE_BURST,
-          },
           authentication: {
             api: req.api,
             customerUuid: account.customerUuid,
@@ -299,16 +308,14 @@ export class VerifyEngine {
     const r = await store
       .retry(
         place,
+        this.rules,
         {
           now: t,
           attempt,
           codeHash: this.hashCode(authUuid, code),
-          maxRetries: config.OTP_MAX_RETRIES,
-          retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
           price,
           member: `${authUuid}:${attempt}`,
-          limits: { number: config.RATE_LIMIT_NUMBER, account: config.RATE_LIMIT_ACCOUNT },
-          fraud: fraud.args(auth.api, destination, t, account.customerUuid),
+          fraud: fraud.sendArgs(auth.api, destination, t, account.customerUuid),
         },
         held,
         fraud.sendKeys(account.customerUuid, destination, t),

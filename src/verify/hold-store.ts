@@ -1,5 +1,5 @@
 import type { RedisClient } from "../redis/client.js";
-import type { PlaceKeys, VerifyKeys, SendPlace } from "./keys.js";
+import type { VerifyKeys, SendPlace } from "./keys.js";
 import * as scripts from "./scripts.js";
 import type { HoldArgs } from "./scripts.js";
 
@@ -69,12 +69,12 @@ export class HoldStore {
     return { customer: place.customer, id, release: this.releaseKeys(place, kind), sealed, owner, kind };
   }
 
+  /**
+   * The keys a release of the hold at `place` needs; send-code.lua and retry-code.lua record the
+   * same list in the hold, from their own KEYS.
+   */
   protected releaseKeys(place: SendPlace, kind: "send" | "retry"): string[] {
-    return this.releaseOf(this.keys.place(place), kind);
-  }
-
-  /** The same, from the keys of the place already built. */
-  protected releaseOf(k: PlaceKeys, kind: "send" | "retry"): string[] {
+    const k = this.keys.place(place);
     const windows =
       kind === "send"
         ? [k.numberWindow, k.ipWindow, k.deviceWindow, k.accountWindow, k.range]
@@ -130,7 +130,9 @@ export class HoldStore {
     const keys = { holds: this.keys.holds(hold.customer), hold: this.keys.hold(hold.customer, hold.id) };
     const args = { holdId: hold.id, outcome, sealed: unclaimed?.sealed, deadline: unclaimed?.deadline };
     const named = { ...keys, account, spend, auth, events, hook, pending };
-    const [status] = (await scripts.resolveHold.run(this.redis, named, args, windows)) as [
+    // A commit frees no place in the windows: they are not sent.
+    const freed = outcome === "release" ? windows : [];
+    const [status] = (await scripts.resolveHold.run(this.redis, named, args, freed)) as [
       "resolved" | "gone" | "left",
     ];
     return status === "resolved";

@@ -1,5 +1,6 @@
 -- Holds: a charged message whose provider answer is not yet recorded (see hold-store.ts, Hold).
--- hold = {id, issuedAt, staleMs, deadline, sealed, owner, release (JSON list of keys)}.
+-- hold = {id, issuedAt, staleMs, deadline, sealed, owner}; release: the JSON list of the keys a
+-- release needs (hold-store.ts releaseKeys).
 
 -- True when Redis runs this later than the caller could still be waiting for the answer
 -- (its command timed out, or ioredis replayed it after a reconnect): then nothing may change.
@@ -10,8 +11,8 @@ local function hold_stale(hold)
 end
 
 -- Records the hold of a charge just made: in the customer's holds by deadline, and its hash.
-local function hold_record(holds, key, hold, price, member, kind)
+local function hold_record(holds, key, hold, price, member, kind, release)
   redis.call('ZADD', holds, hold.deadline, hold.id)
   redis.call('HSET', key, 'price', tostring(price), 'member', member, 'kind', kind,
-    'sealed', hold.sealed, 'owner', hold.owner, 'release', hold.release)
+    'sealed', hold.sealed, 'owner', hold.owner, 'release', release)
 end

@@ -3,7 +3,9 @@
 -- KEYS: 1 account, 2 month spend, 3 auth, 4 per-number window, 5 per-account window,
 --       6 the customer's holds, 7 this retry's hold, then the fraud engine's keys
 --       (src/fraud/engine.ts, FraudSendKeys), its destinations' counters and rankings last (fraudTail)
--- ARGV[1]: JSON {now, attempt, codeHash, maxRetries, retryIntervalMs, price, member, limits, hold}:
+-- ARGV[1]: JSON {now, attempt, codeHash, price, member, fraud, hold}, hold.release the keys a
+-- release needs (JSON, hold-store.ts releaseKeys); CONFIG: the fixed settings (SendRules in
+-- src/verify/scripts.ts: maxRetries, retryIntervalMs, limits, fraud), in the script's text:
 -- `attempt` is the number the caller gave this retry's message (its reference `<auth>.<attempt>`),
 -- the row's `attempts` plus one as the caller read it.
 -- window.lua, hold.lua and fraud/engine.lua are prepended.
@@ -31,6 +33,7 @@ local fraudSentKey = KEYS[12]
 local fraudDestKeys = { unpack(KEYS, 13) }
 local args = cjson.decode(ARGV[1])
 local now = args.now
+args.fraud.rules = CONFIG.fraud
 if hold_stale(args.hold) then return {'stale', 0, 0} end
 -- A replay of this retry (ioredis re-sends unanswered commands after a reconnect), or a
 -- concurrent retry of the same attempt: charge nothing again; the hold is recovery's.
@@ -44,13 +47,13 @@ local next_at = tonumber(h[5] or '0')
 if h[2] == '1' then return {'already_validated', retries, next_at} end
 if h[1] ~= 'pending' then return {'no_attempt', retries, 0} end
 if now >= tonumber(h[3]) then return {'expired_auth', retries, 0} end
-if retries >= args.maxRetries then return {'rate_limited', retries, 0, 'OTP_MAX_RETRIES'} end
+if retries >= CONFIG.maxRetries then return {'rate_limited', retries, 0, 'OTP_MAX_RETRIES'} end
 if now < next_at then return {'denied', retries, next_at, 'OTP_RETRY_INTERVAL_SECONDS'} end
 
-if window_full(numberWindowKey, args.limits.number, now) then
+if window_full(numberWindowKey, CONFIG.limits.number, now) then
   return {'rate_limited', retries, next_at, 'RATE_LIMIT_NUMBER'}
 end
-if window_full(accountWindowKey, args.limits.account, now) then
+if window_full(accountWindowKey, CONFIG.limits.account, now) then
   return {'rate_limited', retries, next_at, 'RATE_LIMIT_ACCOUNT'}
 end
 
@@ -75,12 +78,12 @@ if spent + args.price > (tonumber(account[3]) or 0) then return {'refused', 'spe
 redis.call('HINCRBY', accountKey, 'balance_micros', -args.price)
 redis.call('INCRBY', spendKey, args.price)
 redis.call('EXPIRE', spendKey, 40 * 86400)
-window_record(numberWindowKey, args.limits.number, now, args.member)
-window_record(accountWindowKey, args.limits.account, now, args.member)
-hold_record(holdsKey, holdKey, args.hold, args.price, args.member, 'retry')
+window_record(numberWindowKey, CONFIG.limits.number, now, args.member)
+window_record(accountWindowKey, CONFIG.limits.account, now, args.member)
+hold_record(holdsKey, holdKey, args.hold, args.price, args.member, 'retry', args.hold.release)
 fraud_count(fraudAllKey, fraudIndexKey, fraudSentKey, fraudDestKeys, args.fraud, 'sent')
 
-local next_retry = now + args.retryIntervalMs
+local next_retry = now + CONFIG.retryIntervalMs
 redis.call('HSET', authKey, 'code_hash', args.codeHash, 'code_attempt', tostring(args.attempt),
   'p' .. args.attempt, (h[8] or tostring(attempts)) .. ' ' .. tostring(next_at), 'ph' .. args.attempt, h[6] or '',
   'next_retry_at_ms', tostring(next_retry), 'attempts', tostring(args.attempt))

@@ -2,7 +2,7 @@ import { defineScript } from "../redis/script.js";
 import { STREAM_LIBRARY } from "../webhooks/stream.js";
 import { WINDOW_LIBRARY } from "../otp/code.js";
 import { ROW_EVENTS_LIBRARY } from "./row.js";
-import { FRAUD_LIBRARY } from "../fraud/engine.js";
+import { FRAUD_LIBRARY, type FraudRules } from "../fraud/engine.js";
 
 /** The verification scripts, each called with the keys its file names at its top. */
 const HOLD_LIBRARY = new URL("./hold.lua", import.meta.url);
@@ -93,6 +93,19 @@ export const saveFeedback = defineScript({
 export interface Window {
   limit: number;
   windowSeconds: number;
+}
+
+/**
+ * The send and retry scripts' settings (`CONFIG` in send-code.lua and retry-code.lua): fixed while
+ * the service runs, so they are in the scripts' text (`Script.configured`), not in every call.
+ */
+export interface SendRules {
+  retryIntervalMs: number;
+  maxRetries: number;
+  limits: { number: Window | null; ip: Window | null; device: Window | null; account: Window | null };
+  spam: { ipNumbers: Window | null; deviceNumbers: Window | null; range: Window | null };
+  /** The fraud engine's (engine.lua reads them as `f.rules`). */
+  fraud: FraudRules;
 }
 
 /**

@@ -6,8 +6,9 @@
 -- and the number's V2 target index (args.target: compared first, written when the send is pending).
 -- Then the fraud engine's keys (src/fraud/engine.ts, FraudSendKeys), its destinations' counters and
 -- rankings last (fraudTail).
--- ARGV[1]: JSON, see src/verify/store.ts (SendArgs). window.lua, hold.lua, stream.lua,
--- row-events.lua and fraud/engine.lua are prepended.
+-- ARGV[1]: JSON, see src/verify/store.ts (SendArgs). CONFIG: the fixed settings (SendRules in
+-- src/verify/scripts.ts), in the script's text (Script.configured). window.lua, hold.lua,
+-- stream.lua, row-events.lua and fraud/engine.lua are prepended.
 -- A refused send (any status but pending) keeps its row until args.refusedUntil.
 -- Returns {status, the setting of the rule that refused it or false, the fraud engine's action
 -- and rule or false (when a rule before it refused)}: pending | rate_limited |
@@ -38,6 +39,8 @@ local fraudSentKey = KEYS[21]
 local fraudDestKeys = { unpack(KEYS, 22) }
 local args = cjson.decode(ARGV[1])
 local now = args.now
+local limits, spam = CONFIG.limits, CONFIG.spam
+args.fraud.rules = CONFIG.fraud
 if hold_stale(args.hold) then return {'stale'} end
 -- A replay of a send that already ran (ioredis re-sends unanswered commands after a reconnect):
 -- answer what it decided, charge nothing again.
@@ -67,16 +70,16 @@ end
 local status = args.staticSpam and 'spam_detected' or 'pending'
 local refused_by = args.staticSpam or nil
 if status == 'pending' then
-  if full(numberWindowKey, args.limits.number) then refused_by = 'RATE_LIMIT_NUMBER'
-  elseif args.hasIp and full(ipWindowKey, args.limits.ip) then refused_by = 'RATE_LIMIT_IP'
-  elseif args.hasDevice and full(deviceWindowKey, args.limits.device) then refused_by = 'RATE_LIMIT_DEVICE'
-  elseif full(accountWindowKey, args.limits.account) then refused_by = 'RATE_LIMIT_ACCOUNT' end
+  if full(numberWindowKey, limits.number) then refused_by = 'RATE_LIMIT_NUMBER'
+  elseif args.hasIp and full(ipWindowKey, limits.ip) then refused_by = 'RATE_LIMIT_IP'
+  elseif args.hasDevice and full(deviceWindowKey, limits.device) then refused_by = 'RATE_LIMIT_DEVICE'
+  elseif full(accountWindowKey, limits.account) then refused_by = 'RATE_LIMIT_ACCOUNT' end
   if refused_by then status = 'rate_limited' end
 end
 if status == 'pending' then
-  if args.hasIp and too_many_numbers(ipNumbersKey, args.spam.ipNumbers) then refused_by = 'SPAM_IP_NUMBERS'
-  elseif args.hasDevice and too_many_numbers(deviceNumbersKey, args.spam.deviceNumbers) then refused_by = 'SPAM_DEVICE_NUMBERS'
-  elseif full(rangeKey, args.spam.range) then refused_by = 'SPAM_RANGE_BURST' end
+  if args.hasIp and too_many_numbers(ipNumbersKey, spam.ipNumbers) then refused_by = 'SPAM_IP_NUMBERS'
+  elseif args.hasDevice and too_many_numbers(deviceNumbersKey, spam.deviceNumbers) then refused_by = 'SPAM_DEVICE_NUMBERS'
+  elseif full(rangeKey, spam.range) then refused_by = 'SPAM_RANGE_BURST' end
   if refused_by then status = 'spam_detected' end
 end
 -- The fraud engine judges what the static rules let through (docs/fraud.md#how-it-decides).
@@ -101,14 +104,17 @@ if status == 'pending' then
   redis.call('EXPIRE', spendKey, 40 * 86400)
 
   local function record(key, rule, member) window_record(key, rule, now, member) end
-  record(numberWindowKey, args.limits.number, args.member)
-  if args.hasIp then record(ipWindowKey, args.limits.ip, args.member) end
-  if args.hasDevice then record(deviceWindowKey, args.limits.device, args.member) end
-  record(accountWindowKey, args.limits.account, args.member)
-  if args.hasIp then record(ipNumbersKey, args.spam.ipNumbers, args.phone) end
-  if args.hasDevice then record(deviceNumbersKey, args.spam.deviceNumbers, args.phone) end
-  record(rangeKey, args.spam.range, args.member)
-  hold_record(holdsKey, holdKey, args.hold, args.price, args.member, 'send')
+  record(numberWindowKey, limits.number, args.member)
+  if args.hasIp then record(ipWindowKey, limits.ip, args.member) end
+  if args.hasDevice then record(deviceWindowKey, limits.device, args.member) end
+  record(accountWindowKey, limits.account, args.member)
+  if args.hasIp then record(ipNumbersKey, spam.ipNumbers, args.phone) end
+  if args.hasDevice then record(deviceNumbersKey, spam.deviceNumbers, args.phone) end
+  record(rangeKey, spam.range, args.member)
+  -- What a release needs, as hold-store.ts releaseKeys lists it.
+  hold_record(holdsKey, holdKey, args.hold, args.price, args.member, 'send', cjson.encode({ accountKey,
+    spendKey, authKey, eventsKey, hookKey, pendingKey, numberWindowKey, ipWindowKey, deviceWindowKey,
+    accountWindowKey, rangeKey }))
   fraud_count(fraudAllKey, fraudIndexKey, fraudSentKey, fraudDestKeys, args.fraud, 'sent')
 end
 
@@ -117,7 +123,7 @@ fields.status = status
 if status == 'pending' then
   fields.code_hash = args.codeHash
   fields.attempts = '1'
-  fields.next_retry_at_ms = tostring(now + args.retryIntervalMs)
+  fields.next_retry_at_ms = tostring(now + CONFIG.retryIntervalMs)
 end
 local flat = {}
 for k, v in pairs(fields) do

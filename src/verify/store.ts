@@ -1,7 +1,7 @@
 import {
   fraudTail,
   type FraudAction,
-  type FraudArgs,
+  type FraudCall,
   type FraudDecision,
   type FraudRule,
   type FraudSendKeys,
@@ -23,18 +23,18 @@ import { decodeAuthentication, type NewAuthentication, type StoredAuthentication
 import { VerifyKeys, type AuthKeys, type SendPlace } from "./keys.js";
 import { HoldStore } from "./hold-store.js";
 import * as scripts from "./scripts.js";
-import type { HoldArgs, Window } from "./scripts.js";
+import type { HoldArgs, SendRules } from "./scripts.js";
 
 export type { Signals, NewAuthentication, StoredAuthentication } from "./authentication.js";
 export type { AuthKeys, SendPlace } from "./keys.js";
-export type { HoldArgs } from "./scripts.js";
+export type { HoldArgs, SendRules } from "./scripts.js";
 export type { Hold } from "./hold-store.js";
 
-/** What the send script needs; see send-code.lua. */
+/** What the send script needs besides its SendRules; see send-code.lua. */
 export interface SendArgs {
   now: number;
-  /** The fraud engine's arguments for this send (src/fraud/engine.lua). */
-  fraud: FraudArgs;
+  /** The fraud engine's arguments for this send (src/fraud/engine.lua), its rules in SendRules. */
+  fraud: FraudCall;
   authUuid: string;
   phone: string;
   member: string;
@@ -44,7 +44,6 @@ export interface SendArgs {
   hasDevice: boolean;
   price: number;
   codeHash: string;
-  retryIntervalMs: number;
   /** When the row, its events and webhook stream expire (ms). */
   keepUntil: number;
   /**
@@ -52,8 +51,6 @@ export interface SendArgs {
    * docs/capacity.md#refused-sends); its webhook stream stays until `keepUntil` while undelivered.
    */
   refusedUntil: number;
-  limits: { number: Window | null; ip: Window | null; device: Window | null; account: Window | null };
-  spam: { ipNumbers: Window | null; deviceNumbers: Window | null; range: Window | null };
   authentication: NewAuthentication;
   /** The `authentication` event of the status the script decides (see CreatedEvent); null: none. */
   created: CreatedEvent | null;
@@ -109,6 +106,7 @@ export class VerifyStore extends HoldStore {
    */
   async send(
     place: SendPlace,
+    rules: SendRules,
     args: SendArgs,
     hold: HoldArgs & { id: string },
     fraud: FraudSendKeys,
@@ -126,14 +124,13 @@ export class VerifyStore extends HoldStore {
       target: this.keys.target(place.customer, place.phone),
       ...fraudKeys(fraud),
     };
-    const release = JSON.stringify(this.releaseOf(placed, "send"));
     const { authentication, ...rest } = args;
     const fields = encodeRow(authentication);
     const [status, refusedBy, action, rule] = (await this.listed(place, hold, "send", () =>
-      scripts.sendCode.run(
+      scripts.sendCode.configured(rules).run(
         this.redis,
         keys,
-        { args: JSON.stringify({ ...rest, fields, hold: { ...hold, release } }) },
+        { args: JSON.stringify({ ...rest, fields, hold }) },
         fraudTail(fraud),
       ),
     )) as [
@@ -181,17 +178,15 @@ export class VerifyStore extends HoldStore {
 
   async retry(
     place: SendPlace,
+    rules: SendRules,
     args: {
       now: number;
       /** The number of this attempt, in its message's reference: the row's `attempts` plus one as read. */
       attempt: number;
       codeHash: string;
-      maxRetries: number;
-      retryIntervalMs: number;
       price: number;
       member: string;
-      limits: { number: Window | null; account: Window | null };
-      fraud: FraudArgs;
+      fraud: FraudCall;
     },
     hold: HoldArgs & { id: string },
     fraud: FraudSendKeys,
@@ -215,9 +210,9 @@ export class VerifyStore extends HoldStore {
       hold: this.keys.hold(place.customer, hold.id),
       ...fraudKeys(fraud),
     };
-    const release = JSON.stringify(this.releaseOf(k, "retry"));
+    const release = JSON.stringify(this.releaseKeys(place, "retry"));
     const [status, retries, next, refusedBy, action, rule] = (await this.listed(place, hold, "retry", () =>
-      scripts.retryCode.run(
+      scripts.retryCode.configured(rules).run(
         this.redis,
         keys,
         { args: JSON.stringify({ ...args, hold: { ...hold, release } }) },

@@ -8,7 +8,7 @@ import { fundedAccount, postSend } from "../support/v1.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { SmsReceiver, type SmsMessage } from "../support/receivers.js";
 import { HoldRecovery, STALE_AFTER_MS } from "../../src/verify/holds.js";
-import { VerifyStore, type Hold, type SendArgs, type SendPlace } from "../../src/verify/store.js";
+import { VerifyStore, type Hold, type SendArgs, type SendPlace, type SendRules } from "../../src/verify/store.js";
 import { Redis, type Command } from "ioredis";
 import type { WriteableStream } from "ioredis/built/types.js";
 import { silentLogger } from "../../src/log.js";
@@ -61,6 +61,19 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
   const balance = async () => (await app.registry.accounts.get(customer))?.balanceMicros;
   const holdsLeft = () => app.registry.redis.zcard(app.registry.verify.holdsKey(customer));
 
+  /** The scripts' settings here: no window, one retry a second, five retries. */
+  const rules = (): SendRules => {
+    rulesOnce ??= {
+      retryIntervalMs: 1000,
+      maxRetries: 5,
+      limits: { number: null, ip: null, device: null, account: null },
+      spam: { ipNumbers: null, deviceNumbers: null, range: null },
+      fraud: app.registry.fraud.rules,
+    };
+    return rulesOnce;
+  };
+  let rulesOnce: SendRules | undefined;
+
   /** Reserves one send the way createAuthentication does, with the given timing of its hold. */
   async function reserve(opts: { issuedAt?: number; deadline?: number; auth?: string; phone?: string } = {}) {
     const store = app.registry.verify;
@@ -87,7 +100,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     const destination = app.registry.fraud.destination({ e164: phone, countryCode: "FR" }, NO_NETWORK);
     const args: SendArgs = {
       now,
-      fraud: app.registry.fraud.args("v1", destination, now),
+      fraud: app.registry.fraud.sendArgs("v1", destination, now),
       authUuid: auth,
       phone,
       member: `${auth}:1`,
@@ -96,11 +109,8 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       hasDevice: false,
       price: PRICE,
       codeHash: "h",
-      retryIntervalMs: 1000,
       keepUntil: now + 600_000,
       refusedUntil: now + 600_000,
-      limits: { number: null, ip: null, device: null, account: null },
-      spam: { ipNumbers: null, deviceNumbers: null, range: null },
       target: null,
       authentication: {
         api: "v1",
@@ -133,6 +143,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     };
     const { status } = await store.send(
       place,
+      rules(),
       args,
       held,
       app.registry.fraud.sendKeys(customer, destination),
@@ -160,16 +171,14 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     };
     const r = await store.retry(
       place,
+      rules(),
       {
         now,
         attempt,
         codeHash,
-        maxRetries: 5,
-        retryIntervalMs: 1000,
         price: PRICE,
         member: `${place.auth}:${String(attempt)}`,
-        limits: { number: null, account: null },
-        fraud: app.registry.fraud.args("v1", retryDestination(place), now),
+        fraud: app.registry.fraud.sendArgs("v1", retryDestination(place), now),
       },
       held,
       app.registry.fraud.sendKeys(customer, retryDestination(place)),
