@@ -1,9 +1,9 @@
 -- The fraud engine (docs/fraud.md#how-it-decides), prepended to every script that sends a code.
 -- Keys are the tenant's (one hash tag): its policy hash, its `all` counters, its destinations
 -- index, its decision stream, the number's last-send record, one counters hash per destination
--- (country, network when known, prefix), then three rankings per destination (fraud_rank), then
--- the number's own key (fraud_number_key), then one per source of the send (fraud_source_keys):
--- the last four in the tail `destKeys` (src/fraud/engine.ts fraudTail). `f` is FraudArgs
+-- (country, network when known, prefix), then the number's own key (fraud_number_key), then one
+-- per source of the send (fraud_source_keys): the last three in the tail `destKeys`
+-- (src/fraud/engine.ts fraudTail). The rankings (fraud_rank_keys) are named from the index's key. `f` is FraudArgs
 -- (src/fraud/engine.ts): now, api, country, network, prefix, masked, candidates (policy fields of
 -- the number's trusted prefixes), dests (destination ids, in the order of the keys) and rules.
 
@@ -99,9 +99,9 @@ local function fraud_spread(key, f, dest)
   return count, { field, window .. ',' .. list }
 end
 
--- The key of what the tenant knows of the send's number: after the counters and their rankings.
+-- The key of what the tenant knows of the send's number: after the counters.
 local function fraud_number_key(destKeys, f)
-  return destKeys[4 * #f.dests + 1]
+  return destKeys[#f.dests + 1]
 end
 
 -- A returning user (docs/fraud.md#returning-users): the number converted for the tenant within
@@ -115,7 +115,7 @@ end
 
 -- The keys of the send's sources (f.sources, in order): after the number's.
 local function fraud_source_keys(destKeys, f)
-  local base = 4 * #f.dests + 1
+  local base = #f.dests + 1
   local keys = {}
   for j = 1, #(f.sources or {}) do keys[j] = destKeys[base + j] end
   return keys
@@ -480,6 +480,16 @@ local function fraud_rank(rankKeys, dest, f, day, sent, firstOfDay)
   end
 end
 
+-- The rankings of the destinations of kind `kind` that fraud_rank writes for UTC day `day`, named
+-- as src/fraud/keys.ts `rank` names them, from the destinations index's key ('<tenant's
+-- prefix>:dests'): built here, under the index's hash tag (so on its Cluster slot), instead of
+-- sent with every send (nine keys of about 95 bytes).
+local function fraud_rank_keys(destsKey, kind, day)
+  local base = string.sub(destsKey, 1, -#':dests' - 1) .. ':rank:'
+  return { base .. '1:' .. kind .. ':' .. day, base .. '2:' .. kind .. ':' .. day,
+    base .. '2:' .. kind .. ':' .. (day + 1) }
+end
+
 -- Counts a send the engine let through ('sent') or refused ('blocked'), keeps its destinations
 -- listed and ranked, and, for a sent message, remembers where it went so its conversion counts
 -- there.
@@ -496,8 +506,7 @@ local function fraud_count(allKey, destsKey, sentKey, destKeys, f, outcome)
     local key = destKeys[i]
     if outcome ~= 'blocked' or fraud_blocked_may_add(allKey, key, f) then
       local firstOfDay = fraud_bump(key, f, slice, day, column)
-      local at = n + 3 * (i - 1)
-      fraud_rank({ destKeys[at + 1], destKeys[at + 2], destKeys[at + 3] }, f.dests[i], f, day,
+      fraud_rank(fraud_rank_keys(destsKey, string.sub(f.dests[i], 1, 1), day), f.dests[i], f, day,
         outcome == 'sent', firstOfDay)
       if firstOfDay then
         redis.call('PEXPIRE', key, keepMs)

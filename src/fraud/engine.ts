@@ -237,11 +237,6 @@ export interface FraudSendKeys {
   sent: string;
   /** The counters of each destination, in the order of `Destination.dests`. */
   dests: string[];
-  /**
-   * Three per destination, in the same order: the rankings of its kind for the send's day, for
-   * that day and the one before, and for that day and the next (engine.lua fraud_rank).
-   */
-  ranks: string[];
   /** What the tenant knows of the number, under its keyed hash (engine.lua fraud_returning). */
   number: string;
   /** The day's counters of each source of the send (FraudArgs.sources), under keyed hashes. */
@@ -249,11 +244,11 @@ export interface FraudSendKeys {
 }
 
 /**
- * The tail of keys the send scripts take after their named ones: the counters, the rankings, the
+ * The tail of keys the send scripts take after their named ones: the counters, the
  * number's (engine.lua fraud_number_key), then the sources' (fraud_source_keys).
  */
-export function fraudTail(k: Pick<FraudSendKeys, "dests" | "ranks" | "number" | "sources">): string[] {
-  return [...k.dests, ...k.ranks, k.number, ...k.sources];
+export function fraudTail(k: Pick<FraudSendKeys, "dests" | "number" | "sources">): string[] {
+  return [...k.dests, k.number, ...k.sources];
 }
 
 /** The engine's answer to one send. */
@@ -315,12 +310,11 @@ export class FraudEngine {
   }
 
   /**
-   * `now` is the send's, as its FraudArgs carry it: the rankings are those of its UTC day. The
-   * sources' keys follow sourceLabels(source).
+   * The sources' keys follow sourceLabels(source); the rankings of the send's UTC day are named by
+   * engine.lua (fraud_rank_keys).
    */
-  sendKeys(tenant: string, d: Destination, now = Date.now(), source: FraudSource = NO_SOURCE): FraudSendKeys {
+  sendKeys(tenant: string, d: Destination, source: FraudSource = NO_SOURCE): FraudSendKeys {
     const k = this.keys;
-    const day = Math.floor(now / 86_400_000);
     return {
       sources: sourceLabels(source).labels.map((label) => k.source(tenant, this.digest(tenant, label))),
       policy: k.policy(tenant),
@@ -330,10 +324,6 @@ export class FraudEngine {
       sent: k.sent(tenant, d.e164),
       number: k.number(tenant, this.digest(tenant, d.e164)),
       dests: d.dests.map((id) => k.counters(tenant, id)),
-      ranks: d.dests.flatMap((id) => {
-        const kind = id.slice(0, 1);
-        return [k.rank(tenant, 1, kind, day), k.rank(tenant, 2, kind, day), k.rank(tenant, 2, kind, day + 1)];
-      }),
     };
   }
 
@@ -373,7 +363,7 @@ export class FraudEngine {
     now = Date.now(),
     source: FraudSource = NO_SOURCE,
   ): Promise<FraudDecision> {
-    const k = this.sendKeys(tenant, d, now, source);
+    const k = this.sendKeys(tenant, d, source);
     const reply = (await judgeScript.run(
       this.deps.redis,
       { policy: k.policy, all: k.all, index: k.index, decisions: k.decisions, sent: k.sent },

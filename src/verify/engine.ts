@@ -243,7 +243,7 @@ export class VerifyEngine {
               : { url: req.callbackUrl, secretRef: secretRef(ACCOUNT_SECRET_KIND, account.customerUuid) },
         },
         held,
-        fraud.sendKeys(account.customerUuid, destination, t, source),
+        fraud.sendKeys(account.customerUuid, destination, source),
       )
       .catch((err: unknown) => this.giveBack(store.holdOf(place, sms.reference, "send"), held, call)(err));
     if (judged !== undefined) fraud.noted(req.api, judged, destination.country);
@@ -318,7 +318,7 @@ export class VerifyEngine {
           fraud: fraud.sendArgs(auth.api, destination, t, account.customerUuid),
         },
         held,
-        fraud.sendKeys(account.customerUuid, destination, t),
+        fraud.sendKeys(account.customerUuid, destination),
       )
       .catch((err: unknown) => this.giveBack(store.holdOf(place, sms.reference, "retry"), held, call)(err));
     if (r.fraud !== undefined) fraud.noted(auth.api, r.fraud, destination.country);

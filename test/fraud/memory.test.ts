@@ -127,7 +127,7 @@ describe("fraud engine: what Redis keeps (docs/fraud.md#what-redis-keeps)", () =
     const before = await bytes(redis, fraud.keys.counters(tenant, `c:FR`));
     for (let i = 0; i < 20; i++)
       await fraud.judge("v2", tenant, synthetic(i, countries[i % 5]), Date.now(), source);
-    const keys = fraud.sendKeys(tenant, plain, Date.now(), source);
+    const keys = fraud.sendKeys(tenant, plain, source);
     expect(keys.sources).to.have.length(3);
     const sources = await Promise.all(keys.sources.map((k) => bytes(redis, k)));
     // The FR destination now also holds the window's two top sources.
