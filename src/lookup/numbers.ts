@@ -89,23 +89,37 @@ const STRICT_E164 = /^\+[1-9]\d{1,14}$/;
  * libphonenumber's full metadata considers valid. Anything else gives `undefined`.
  */
 export function parseE164(input: string): ParsedNumber | undefined {
-  const phone = parseValid(input);
-  if (phone === undefined) return undefined;
+  const valid = parseValid(input);
+  if (valid === undefined) return undefined;
+  const { phone, type } = valid;
   return {
     e164: phone.number,
     countryCode: phone.country ?? "",
     callingCode: phone.countryCallingCode,
-    lineType: lineTypeOf(phone.getType(), phone.number, false),
+    lineType: lineTypeOf(type, phone.number, false),
     nationalNumber: phone.nationalNumber,
   };
 }
 
-function parseValid(input: string): PhoneNumber | undefined {
+/**
+ * The valid numbers parsed last, with their type: a send parses its number where it is
+ * validated, described and sent, and libphonenumber's parse and `getType` each cost tens of
+ * microseconds. Numbers come from callers, so at most RECENT_MAX are kept, started again when full.
+ */
+const RECENT_MAX = 256;
+const recent = new Map<string, { phone: PhoneNumber; type: NumberType }>();
+
+function parseValid(input: string): { phone: PhoneNumber; type: NumberType } | undefined {
+  const known = recent.get(input);
+  if (known !== undefined) return known;
   if (!STRICT_E164.test(input)) return undefined;
   const phone = parsePhoneNumberFromString(input);
   // `number === input` rejects inputs libphonenumber would silently rewrite (e.g. "+330612345678").
   if (phone?.isValid() !== true || phone.number !== input) return undefined;
-  return phone;
+  const valid = { phone, type: phone.getType() };
+  if (recent.size >= RECENT_MAX) recent.clear();
+  recent.set(input, valid);
+  return valid;
 }
 
 /**
@@ -130,10 +144,11 @@ export function lineTypeOf(type: NumberType, e164: string, carrierKnown: boolean
  *   (see `bestEntry` for the rule among several), '' when no entry matches.
  */
 export async function describeNumber(parsed: ParsedNumber): Promise<NumberFacts> {
-  const phone = parseValid(parsed.e164);
-  if (phone === undefined) {
+  const valid = parseValid(parsed.e164);
+  if (valid === undefined) {
     return { carrier: "", mcc: "", mnc: "", disposable: false, lineType: parsed.lineType };
   }
+  const { phone } = valid;
   const [carrier, mccIndex, disposableSet] = await Promise.all([
     carrierOf(String(phone.countryCallingCode), String(phone.nationalNumber)),
     loadMccIndex(),
@@ -146,7 +161,7 @@ export async function describeNumber(parsed: ParsedNumber): Promise<NumberFacts>
     mcc: network?.mcc ?? mccIndex.primaryMcc.get(region) ?? "",
     mnc: network?.mnc ?? "",
     disposable: disposableSet.has(phone.number),
-    lineType: lineTypeOf(phone.getType(), phone.number, carrier !== ""),
+    lineType: lineTypeOf(valid.type, phone.number, carrier !== ""),
   };
 }
 
