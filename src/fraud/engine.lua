@@ -2,10 +2,26 @@
 -- Keys are the tenant's (one hash tag): its policy hash, its `all` counters, its destinations
 -- index, its decision stream, the number's last-send record, one counters hash per destination
 -- (country, network when known, prefix), then the number's own key (fraud_number_key), then one
--- per source of the send (fraud_source_keys): the last three in the tail `destKeys`
--- (src/fraud/engine.ts fraudTail). The rankings (fraud_rank_keys) are named from the index's key. `f` is FraudArgs
--- (src/fraud/engine.ts): now, api, country, network, prefix, masked, candidates (policy fields of
--- the number's trusted prefixes), dests (destination ids, in the order of the keys) and rules.
+-- per source of the send (fraud_source_keys): those two kinds, named by keyed hashes, are the
+-- scripts' tail (src/fraud/engine.ts fraudTail), the others are named from the policy key
+-- (fraud_keys), and the rankings from the index's (fraud_rank_keys). `f` is FraudArgs
+-- (src/fraud/engine.ts): now, api, country, network, prefix, masked, e164, dests (destination
+-- ids, in the order of the keys) and rules.
+
+-- The engine's keys for one send, named as src/fraud/keys.ts names them, from the tenant's policy
+-- key ('<tenant's prefix>:policy') and `tail`, the keys of the number and of the send's sources
+-- (src/fraud/engine.ts fraudTail): the counters, the index, the decision stream and the number's
+-- last-send record are built here, under the policy key's hash tag (so on its Cluster slot),
+-- instead of sent with every send. `dests` holds the destinations' counters (in the order of
+-- f.dests), then the tail (fraud_number_key, fraud_source_keys).
+local function fraud_keys(policyKey, tail, f)
+  local base = string.sub(policyKey, 1, -#':policy' - 1)
+  local dests = {}
+  for i, dest in ipairs(f.dests) do dests[i] = base .. ':d:' .. dest end
+  for _, key in ipairs(tail) do dests[#dests + 1] = key end
+  return { policy = policyKey, all = base .. ':d:all', index = base .. ':dests',
+    decisions = base .. ':decisions', sent = base .. ':sent:' .. f.e164, dests = dests }
+end
 
 -- The counters of one slot: '<stamp>,<sent>,<verified>,<blocked>', zero when the stamp is old.
 local function fraud_slot(raw, stamp)
@@ -292,10 +308,19 @@ local function fraud_label(dest)
   return dest
 end
 
+-- The policy fields that would trust the number: 't:' and the number or one of its prefixes
+-- ('t:+3', 't:+33', ... 't:+33612345678').
+local function fraud_candidates(e164)
+  local candidates = {}
+  for n = 2, #e164 do candidates[n - 1] = 't:' .. string.sub(e164, 1, n) end
+  return candidates
+end
+
 -- The engine's decision: {action, rule, detail}, action 'allow', 'block' or 'would_block'.
 local function fraud_decide(policyKey, allKey, destKeys, f)
   local r = f.rules
-  local policy = redis.call('HMGET', policyKey, 'mode', 'g:' .. f.country, unpack(f.candidates))
+  local candidates = fraud_candidates(f.e164)
+  local policy = redis.call('HMGET', policyKey, 'mode', 'g:' .. f.country, unpack(candidates))
   local mode = policy[1] or 'enforce'
   if mode == 'off' then return { 'allow', 'none', 'mode off' } end
   local function verdict(rule, detail)
@@ -305,7 +330,7 @@ local function fraud_decide(policyKey, allKey, destKeys, f)
   if geo == 'block' then return verdict('geo', 'country ' .. f.country .. ' is blocked') end
   if geo == 'trust' then return { 'allow', 'none', 'country ' .. f.country .. ' is trusted' } end
   for i = 3, #policy do
-    if policy[i] then return { 'allow', 'none', string.sub(f.candidates[i - 2], 3) .. ' is trusted' } end
+    if policy[i] then return { 'allow', 'none', string.sub(candidates[i - 2], 3) .. ' is trusted' } end
   end
   -- A number that converted for the tenant lately is a returning user: no adaptive rule refuses it.
   if fraud_returning(destKeys, f) then return { 'allow', 'none', 'returning number' } end

@@ -45,8 +45,8 @@ const DIGEST_PURPOSE = "fraud-number";
 export const judgeScript = defineScript({
   file: new URL("./judge.lua", import.meta.url),
   libraries: [FRAUD_LIBRARY],
-  keys: ["policy", "all", "index", "decisions", "sent"],
-  rest: "dest",
+  keys: ["policy"],
+  rest: "tail",
   argv: ["f"],
 });
 
@@ -213,8 +213,8 @@ export interface FraudArgs {
   network: string;
   prefix: string;
   masked: string;
-  /** The policy fields naming the number and each of its prefixes as trusted. */
-  candidates: string[];
+  /** The number (E.164): engine.lua names the policy fields that would trust it (fraud_candidates). */
+  e164: string;
   dests: string[];
   /** The send's sources (sourceLabels), their keys at the end of the tail, in the same order. */
   sources: string[];
@@ -228,7 +228,10 @@ export interface FraudArgs {
 /** A send's own part of FraudArgs: what the rules judge. */
 export type FraudCall = Omit<FraudArgs, "rules">;
 
-/** The keys a send through the engine names, in the order the scripts declare them. */
+/**
+ * The keys a send through the engine writes. The scripts are given the policy key and the tail
+ * (fraudTail); engine.lua names the others the same way from the policy key (fraud_keys).
+ */
 export interface FraudSendKeys {
   policy: string;
   all: string;
@@ -244,11 +247,12 @@ export interface FraudSendKeys {
 }
 
 /**
- * The tail of keys the send scripts take after their named ones: the counters, the
- * number's (engine.lua fraud_number_key), then the sources' (fraud_source_keys).
+ * The tail of keys the send scripts take after the policy key: the number's (engine.lua
+ * fraud_number_key), then the sources' (fraud_source_keys), named by keyed hashes that only the
+ * service can make.
  */
-export function fraudTail(k: Pick<FraudSendKeys, "dests" | "number" | "sources">): string[] {
-  return [...k.dests, k.number, ...k.sources];
+export function fraudTail(k: Pick<FraudSendKeys, "number" | "sources">): string[] {
+  return [k.number, ...k.sources];
 }
 
 /** The engine's answer to one send. */
@@ -337,9 +341,6 @@ export class FraudEngine {
    */
   sendArgs(api: FraudApi, d: Destination, now: number, tenant = "", source: FraudSource = NO_SOURCE): FraudCall {
     const { labels, tracked } = sourceLabels(source);
-    const digits = d.e164.slice(1);
-    const candidates: string[] = [];
-    for (let n = 1; n <= digits.length; n++) candidates.push(`t:+${digits.slice(0, n)}`);
     return {
       now,
       api,
@@ -347,7 +348,7 @@ export class FraudEngine {
       network: d.network,
       prefix: d.prefix,
       masked: d.masked,
-      candidates,
+      e164: d.e164,
       dests: d.dests,
       sources: labels,
       track: tracked === undefined ? "" : this.digest(tenant, tracked),
@@ -366,7 +367,7 @@ export class FraudEngine {
     const k = this.sendKeys(tenant, d, source);
     const reply = (await judgeScript.run(
       this.deps.redis,
-      { policy: k.policy, all: k.all, index: k.index, decisions: k.decisions, sent: k.sent },
+      { policy: k.policy },
       { f: JSON.stringify(this.args(api, d, now, tenant, source)) },
       fraudTail(k),
     )) as [FraudAction, FraudRule, string];

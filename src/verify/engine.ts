@@ -209,7 +209,6 @@ export class VerifyEngine {
           fraud: fraud.sendArgs(req.api, destination, t, account.customerUuid, source),
           authUuid,
           phone: phone.e164,
-          member: `${authUuid}:1`,
           staticSpam,
           hasIp: ip !== "",
           hasDevice: req.deviceId !== "",

@@ -117,7 +117,8 @@ export class HoldStore {
     outcome: "commit" | "release",
     unclaimed?: Pick<HoldArgs, "sealed" | "deadline">,
   ): Promise<boolean> {
-    // `release` lists account, spend, the four authentication keys, then the windows.
+    // `release` lists account, spend, the four authentication keys, then the windows; a commit
+    // reads only the hold and the authentication, so it sends no more.
     const [account, spend, auth, events, hook, pending, ...windows] = hold.release as [
       string,
       string,
@@ -127,12 +128,10 @@ export class HoldStore {
       string,
       ...string[],
     ];
-    const keys = { holds: this.keys.holds(hold.customer), hold: this.keys.hold(hold.customer, hold.id) };
+    const keys = { holds: this.keys.holds(hold.customer), hold: this.keys.hold(hold.customer, hold.id), auth };
     const args = { holdId: hold.id, outcome, sealed: unclaimed?.sealed, deadline: unclaimed?.deadline };
-    const named = { ...keys, account, spend, auth, events, hook, pending };
-    // A commit frees no place in the windows: they are not sent.
-    const freed = outcome === "release" ? windows : [];
-    const [status] = (await scripts.resolveHold.run(this.redis, named, args, freed)) as [
+    const release = outcome === "release" ? [account, spend, events, hook, pending, ...windows] : [];
+    const [status] = (await scripts.resolveHold.run(this.redis, keys, args, release)) as [
       "resolved" | "gone" | "left",
     ];
     return status === "resolved";

@@ -7,8 +7,9 @@
 -- the code it replaced is the one to check again (with its next_retry_at); when a later retry
 -- replaced it, that retry now replaces what this one did, so giving that one back too restores
 -- the code the user has.
--- KEYS: 1 the customer's holds, 2 the hold, 3 account, 4 month spend, 5 auth, 6 events,
---       7 hook, 8 webhook pending set, 9..n windows the send was recorded in
+-- KEYS: 1 the customer's holds, 2 the hold, 3 auth, then for a release only (a commit reads
+--       none of them): account, month spend, events, hook, webhook pending set, and the windows
+--       the send was recorded in
 -- ARGV: 1 hold id, 2 commit | release, and optionally 3 the sealed message and 4 the deadline of
 --       the hold one caller recorded: then only that hold is resolved, and only while no recovery
 --       has claimed it (a claim moves the deadline), else nothing is done.
@@ -16,13 +17,8 @@
 -- or {'left'} when it is not that caller's hold any more (left alone).
 local holdsKey = KEYS[1]
 local holdKey = KEYS[2]
-local accountKey = KEYS[3]
-local spendKey = KEYS[4]
-local authKey = KEYS[5]
-local eventsKey = KEYS[6]
-local hookKey = KEYS[7]
-local pendingKey = KEYS[8]
-local windowKeys = { unpack(KEYS, 9) }
+local authKey = KEYS[3]
+local releaseKeys = { unpack(KEYS, 4) }
 local holdId = ARGV[1]
 local outcome = ARGV[2]
 local sealed = ARGV[3]
@@ -73,10 +69,11 @@ if sealed and (h[4] ~= sealed or tonumber(redis.call('ZSCORE', holdsKey, holdId)
   return {'left'}
 end
 if outcome == 'release' then
+  local accountKey, spendKey, eventsKey, hookKey, pendingKey = unpack(releaseKeys, 1, 5)
   local price = tonumber(h[1])
   redis.call('HINCRBY', accountKey, 'balance_micros', price)
   redis.call('DECRBY', spendKey, price)
-  for _, key in ipairs(windowKeys) do redis.call('ZREM', key, h[2]) end
+  for i = 6, #releaseKeys do redis.call('ZREM', releaseKeys[i], h[2]) end
   if h[3] == 'send' then
     redis.call('DEL', authKey)
     stream_drop(eventsKey, hookKey, pendingKey)

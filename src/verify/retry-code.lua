@@ -1,8 +1,8 @@
 -- Decides and records a retry atomically: the retry rules, the per-number and per-account
 -- windows, billing, and the new code replacing the old one.
 -- KEYS: 1 account, 2 month spend, 3 auth, 4 per-number window, 5 per-account window,
---       6 the customer's holds, 7 this retry's hold, then the fraud engine's keys
---       (src/fraud/engine.ts, FraudSendKeys), its destinations' counters and rankings last (fraudTail)
+--       6 the customer's holds, 7 this retry's hold, 8 the fraud engine's policy key, then the
+--       number's and the sources' (fraudTail in src/fraud/engine.ts; engine.lua fraud_keys names the others)
 -- ARGV[1]: JSON {now, attempt, codeHash, price, member, fraud, hold}, hold.release the keys a
 -- release needs (JSON, hold-store.ts releaseKeys); CONFIG: the fixed settings (SendRules in
 -- src/verify/scripts.ts: maxRetries, retryIntervalMs, limits, fraud), in the script's text:
@@ -26,14 +26,11 @@ local accountWindowKey = KEYS[5]
 local holdsKey = KEYS[6]
 local holdKey = KEYS[7]
 local fraudPolicyKey = KEYS[8]
-local fraudAllKey = KEYS[9]
-local fraudIndexKey = KEYS[10]
-local fraudDecisionsKey = KEYS[11]
-local fraudSentKey = KEYS[12]
-local fraudDestKeys = { unpack(KEYS, 13) }
+local fraudTailKeys = { unpack(KEYS, 9) }
 local args = cjson.decode(ARGV[1])
 local now = args.now
 args.fraud.rules = CONFIG.fraud
+local fraudKeys = fraud_keys(fraudPolicyKey, fraudTailKeys, args.fraud)
 if hold_stale(args.hold) then return {'stale', 0, 0} end
 -- A replay of this retry (ioredis re-sends unanswered commands after a reconnect), or a
 -- concurrent retry of the same attempt: charge nothing again; the hold is recovery's.
@@ -64,8 +61,7 @@ local attempts = tonumber(h[7] or '1')
 if args.attempt ~= attempts + 1 then return {'stale', 0, 0} end
 
 -- The fraud engine judges the new message like a first one (docs/fraud.md#how-it-decides).
-local fraud = fraud_judge({ policy = fraudPolicyKey, all = fraudAllKey, index = fraudIndexKey,
-  decisions = fraudDecisionsKey, sent = fraudSentKey, dests = fraudDestKeys }, args.fraud)
+local fraud = fraud_judge(fraudKeys, args.fraud)
 if fraud[1] == 'block' then
   return {'spam_detected', retries, next_at, 'FRAUD_' .. string.upper(fraud[2]), fraud[1], fraud[2]}
 end
@@ -81,7 +77,7 @@ redis.call('EXPIRE', spendKey, 40 * 86400)
 window_record(numberWindowKey, CONFIG.limits.number, now, args.member)
 window_record(accountWindowKey, CONFIG.limits.account, now, args.member)
 hold_record(holdsKey, holdKey, args.hold, args.price, args.member, 'retry', args.hold.release)
-fraud_count(fraudAllKey, fraudIndexKey, fraudSentKey, fraudDestKeys, args.fraud, 'sent')
+fraud_count(fraudKeys.all, fraudKeys.index, fraudKeys.sent, fraudKeys.dests, args.fraud, 'sent')
 
 local next_retry = now + CONFIG.retryIntervalMs
 redis.call('HSET', authKey, 'code_hash', args.codeHash, 'code_attempt', tostring(args.attempt),

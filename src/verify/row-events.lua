@@ -1,3 +1,11 @@
+-- An authentication's event list and its webhook stream's hook, named from its row's key by the
+-- suffixes src/verify/keys.ts (auth) and src/webhooks/stream.ts (outboxKeys) give them, under the
+-- row's hash tag: the scripts that record events are given the row's key only.
+local function row_event_keys(authKey)
+  local eventsKey = authKey .. ':events'
+  return eventsKey, eventsKey .. ':hook'
+end
+
 -- Where an authentication's events go (src/verify/row.ts, docs/capacity.md): the webhook
 -- stream's list of JSON envelopes when the authentication has a callback (a hook) or already has
 -- a list (rows stored before compact events); else the compact record, in the row itself as

@@ -9,10 +9,11 @@ const HOLD_LIBRARY = new URL("./hold.lua", import.meta.url);
 const libraries = [WINDOW_LIBRARY, HOLD_LIBRARY, STREAM_LIBRARY, ROW_EVENTS_LIBRARY, FRAUD_LIBRARY];
 const file = (name: string) => new URL(`./${name}.lua`, import.meta.url);
 
-const AUTH = ["auth", "events", "hook", "pending"] as const;
+/** An authentication's row and the webhook pending set (row-events.lua names its events and hook). */
+const AUTH = ["auth", "pending"] as const;
 const MONEY = ["account", "spend"] as const;
-/** The fraud engine's keys (FraudSendKeys), its destination keys following as the tail `fraudDest`. */
-const FRAUD = ["fraudPolicy", "fraudAll", "fraudIndex", "fraudDecisions", "fraudSent"] as const;
+/** The fraud engine's policy key (FraudSendKeys), the number's and sources' following as the tail `fraudTail`. */
+const FRAUD = ["fraudPolicy"] as const;
 
 export const sendCode = defineScript({
   file: file("send-code"),
@@ -32,7 +33,7 @@ export const sendCode = defineScript({
     "target",
     ...FRAUD,
   ],
-  rest: "fraudDest",
+  rest: "fraudTail",
   argv: ["args"],
 });
 
@@ -40,15 +41,15 @@ export const retryCode = defineScript({
   file: file("retry-code"),
   libraries,
   keys: [...MONEY, "auth", "numberWindow", "accountWindow", "holds", "hold", ...FRAUD],
-  rest: "fraudDest",
+  rest: "fraudTail",
   argv: ["args"],
 });
 
 export const resolveHold = defineScript({
   file: file("resolve-hold"),
   libraries,
-  keys: ["holds", "hold", ...MONEY, ...AUTH],
-  rest: "window",
+  keys: ["holds", "hold", "auth"],
+  rest: "release",
   argv: ["holdId", "outcome", "sealed", "deadline"],
 });
 

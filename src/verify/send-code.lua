@@ -1,11 +1,11 @@
 -- Decides and records one send-a-code request atomically: rate limits, spam rules, billing,
 -- the authentication itself and its first event. All keys share the customer's hash tag.
--- KEYS (named below): the account, its month spend, the authentication's row, events, hook and
--- webhook pending set, the windows (per number, IP, device, account), numbers per IP and per device,
+-- KEYS (named below): the account, its month spend, the authentication's row (its events and
+-- hook are named from it: row_event_keys) and webhook pending set, the windows (per number, IP, device, account), numbers per IP and per device,
 -- sends into the number's range, the customer's holds (sorted set by deadline), this send's hold,
 -- and the number's V2 target index (args.target: compared first, written when the send is pending).
--- Then the fraud engine's keys (src/fraud/engine.ts, FraudSendKeys), its destinations' counters and
--- rankings last (fraudTail).
+-- Then the fraud engine's policy key, and the number's and the sources' keys last (fraudTail in
+-- src/fraud/engine.ts; engine.lua fraud_keys names the others).
 -- ARGV[1]: JSON, see src/verify/store.ts (SendArgs). CONFIG: the fixed settings (SendRules in
 -- src/verify/scripts.ts), in the script's text (Script.configured). window.lua, hold.lua,
 -- stream.lua, row-events.lua and fraud/engine.lua are prepended.
@@ -18,29 +18,27 @@
 local accountKey = KEYS[1]
 local spendKey = KEYS[2]
 local authKey = KEYS[3]
-local eventsKey = KEYS[4]
-local hookKey = KEYS[5]
-local pendingKey = KEYS[6]
-local numberWindowKey = KEYS[7]
-local ipWindowKey = KEYS[8]
-local deviceWindowKey = KEYS[9]
-local accountWindowKey = KEYS[10]
-local ipNumbersKey = KEYS[11]
-local deviceNumbersKey = KEYS[12]
-local rangeKey = KEYS[13]
-local holdsKey = KEYS[14]
-local holdKey = KEYS[15]
-local targetKey = KEYS[16]
-local fraudPolicyKey = KEYS[17]
-local fraudAllKey = KEYS[18]
-local fraudIndexKey = KEYS[19]
-local fraudDecisionsKey = KEYS[20]
-local fraudSentKey = KEYS[21]
-local fraudDestKeys = { unpack(KEYS, 22) }
+local pendingKey = KEYS[4]
+local numberWindowKey = KEYS[5]
+local ipWindowKey = KEYS[6]
+local deviceWindowKey = KEYS[7]
+local accountWindowKey = KEYS[8]
+local ipNumbersKey = KEYS[9]
+local deviceNumbersKey = KEYS[10]
+local rangeKey = KEYS[11]
+local holdsKey = KEYS[12]
+local holdKey = KEYS[13]
+local targetKey = KEYS[14]
+local fraudPolicyKey = KEYS[15]
+local fraudTailKeys = { unpack(KEYS, 16) }
+local eventsKey, hookKey = row_event_keys(authKey)
 local args = cjson.decode(ARGV[1])
 local now = args.now
 local limits, spam = CONFIG.limits, CONFIG.spam
+-- The first message of the authentication in the windows (a retry's is '<auth>:<attempt>').
+local member = args.authUuid .. ':1'
 args.fraud.rules = CONFIG.fraud
+local fraudKeys = fraud_keys(fraudPolicyKey, fraudTailKeys, args.fraud)
 if hold_stale(args.hold) then return {'stale'} end
 -- A replay of a send that already ran (ioredis re-sends unanswered commands after a reconnect):
 -- answer what it decided, charge nothing again.
@@ -85,8 +83,7 @@ end
 -- The fraud engine judges what the static rules let through (docs/fraud.md#how-it-decides).
 local fraud = nil
 if status == 'pending' then
-  fraud = fraud_judge({ policy = fraudPolicyKey, all = fraudAllKey, index = fraudIndexKey,
-    decisions = fraudDecisionsKey, sent = fraudSentKey, dests = fraudDestKeys }, args.fraud)
+  fraud = fraud_judge(fraudKeys, args.fraud)
   if fraud[1] == 'block' then
     status = 'spam_detected'
     refused_by = 'FRAUD_' .. string.upper(fraud[2])
@@ -104,18 +101,18 @@ if status == 'pending' then
   redis.call('EXPIRE', spendKey, 40 * 86400)
 
   local function record(key, rule, member) window_record(key, rule, now, member) end
-  record(numberWindowKey, limits.number, args.member)
-  if args.hasIp then record(ipWindowKey, limits.ip, args.member) end
-  if args.hasDevice then record(deviceWindowKey, limits.device, args.member) end
-  record(accountWindowKey, limits.account, args.member)
+  record(numberWindowKey, limits.number, member)
+  if args.hasIp then record(ipWindowKey, limits.ip, member) end
+  if args.hasDevice then record(deviceWindowKey, limits.device, member) end
+  record(accountWindowKey, limits.account, member)
   if args.hasIp then record(ipNumbersKey, spam.ipNumbers, args.phone) end
   if args.hasDevice then record(deviceNumbersKey, spam.deviceNumbers, args.phone) end
-  record(rangeKey, spam.range, args.member)
+  record(rangeKey, spam.range, member)
   -- What a release needs, as hold-store.ts releaseKeys lists it.
-  hold_record(holdsKey, holdKey, args.hold, args.price, args.member, 'send', cjson.encode({ accountKey,
+  hold_record(holdsKey, holdKey, args.hold, args.price, member, 'send', cjson.encode({ accountKey,
     spendKey, authKey, eventsKey, hookKey, pendingKey, numberWindowKey, ipWindowKey, deviceWindowKey,
     accountWindowKey, rangeKey }))
-  fraud_count(fraudAllKey, fraudIndexKey, fraudSentKey, fraudDestKeys, args.fraud, 'sent')
+  fraud_count(fraudKeys.all, fraudKeys.index, fraudKeys.sent, fraudKeys.dests, args.fraud, 'sent')
 end
 
 local fields = args.fields

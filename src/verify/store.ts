@@ -35,9 +35,9 @@ export interface SendArgs {
   now: number;
   /** The fraud engine's arguments for this send (src/fraud/engine.lua), its rules in SendRules. */
   fraud: FraudCall;
+  /** The send's uuid: its windows' member is `<authUuid>:1` (a retry's, `<authUuid>:<attempt>`). */
   authUuid: string;
   phone: string;
-  member: string;
   /** The static spam setting that refuses the number (SPAM_LINE_TYPES, SPAM_DISPOSABLE), or false. */
   staticSpam: string | false;
   hasIp: boolean;
@@ -326,9 +326,5 @@ export class VerifyStore extends HoldStore {
 function fraudKeys(k: FraudSendKeys) {
   return {
     fraudPolicy: k.policy,
-    fraudAll: k.all,
-    fraudIndex: k.index,
-    fraudDecisions: k.decisions,
-    fraudSent: k.sent,
   };
 }

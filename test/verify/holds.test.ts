@@ -103,7 +103,6 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       fraud: app.registry.fraud.sendArgs("v1", destination, now),
       authUuid: auth,
       phone,
-      member: `${auth}:1`,
       staticSpam: false,
       hasIp: false,
       hasDevice: false,
