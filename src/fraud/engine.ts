@@ -339,7 +339,13 @@ export class FraudEngine {
    * The same without the rules, for the send scripts that carry them in their text
    * (`Script.configured`, the verification engine's `SendRules`).
    */
-  sendArgs(api: FraudApi, d: Destination, now: number, tenant = "", source: FraudSource = NO_SOURCE): FraudCall {
+  sendArgs(
+    api: FraudApi,
+    d: Destination,
+    now: number,
+    tenant = "",
+    source: FraudSource = NO_SOURCE,
+  ): FraudCall {
     const { labels, tracked } = sourceLabels(source);
     return {
       now,

@@ -116,7 +116,11 @@ function scriptOf<const K extends string, const A extends string>(
     configured(config) {
       let script = configurations.get(config);
       if (script === undefined) {
-        script = scriptOf(name, spec, `local CONFIG = cjson.decode(${luaString(JSON.stringify(config))})\n${source}`);
+        script = scriptOf(
+          name,
+          spec,
+          `local CONFIG = cjson.decode(${luaString(JSON.stringify(config))})\n${source}`,
+        );
         configurations.set(config, script);
       }
       return script;

@@ -20,7 +20,15 @@ import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
 import type { OutgoingSms } from "../messaging/provider.js";
 import { secretRef, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { AuthenticationStatus, CheckStatus, Envelope, RetryStatus } from "./model.js";
-import type { Hold, HoldArgs, SendPlace, SendRules, Signals, StoredAuthentication, VerifyStore } from "./store.js";
+import type {
+  Hold,
+  HoldArgs,
+  SendPlace,
+  SendRules,
+  Signals,
+  StoredAuthentication,
+  VerifyStore,
+} from "./store.js";
 import {
   EVENT_SHAPES,
   type CreatedEvent,

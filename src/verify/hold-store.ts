@@ -128,7 +128,11 @@ export class HoldStore {
       string,
       ...string[],
     ];
-    const keys = { holds: this.keys.holds(hold.customer), hold: this.keys.hold(hold.customer, hold.id), auth };
+    const keys = {
+      holds: this.keys.holds(hold.customer),
+      hold: this.keys.hold(hold.customer, hold.id),
+      auth,
+    };
     const args = { holdId: hold.id, outcome, sealed: unclaimed?.sealed, deadline: unclaimed?.deadline };
     const release = outcome === "release" ? [account, spend, events, hook, pending, ...windows] : [];
     const [status] = (await scripts.resolveHold.run(this.redis, keys, args, release)) as [

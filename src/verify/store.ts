@@ -127,12 +127,9 @@ export class VerifyStore extends HoldStore {
     const { authentication, ...rest } = args;
     const fields = encodeRow(authentication);
     const [status, refusedBy, action, rule] = (await this.listed(place, hold, "send", () =>
-      scripts.sendCode.configured(rules).run(
-        this.redis,
-        keys,
-        { args: JSON.stringify({ ...rest, fields, hold }) },
-        fraudTail(fraud),
-      ),
+      scripts.sendCode
+        .configured(rules)
+        .run(this.redis, keys, { args: JSON.stringify({ ...rest, fields, hold }) }, fraudTail(fraud)),
     )) as [
       "pending" | "rate_limited" | "spam_detected" | "stale" | "raced",
       string?,
@@ -212,12 +209,14 @@ export class VerifyStore extends HoldStore {
     };
     const release = JSON.stringify(this.releaseKeys(place, "retry"));
     const [status, retries, next, refusedBy, action, rule] = (await this.listed(place, hold, "retry", () =>
-      scripts.retryCode.configured(rules).run(
-        this.redis,
-        keys,
-        { args: JSON.stringify({ ...args, hold: { ...hold, release } }) },
-        fraudTail(fraud),
-      ),
+      scripts.retryCode
+        .configured(rules)
+        .run(
+          this.redis,
+          keys,
+          { args: JSON.stringify({ ...args, hold: { ...hold, release } }) },
+          fraudTail(fraud),
+        ),
     )) as [RetryStatus | "not_found" | "stale", number, number, string?, FraudAction?, FraudRule?];
     return {
       status,

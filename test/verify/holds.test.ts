@@ -8,7 +8,13 @@ import { fundedAccount, postSend } from "../support/v1.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { SmsReceiver, type SmsMessage } from "../support/receivers.js";
 import { HoldRecovery, STALE_AFTER_MS } from "../../src/verify/holds.js";
-import { VerifyStore, type Hold, type SendArgs, type SendPlace, type SendRules } from "../../src/verify/store.js";
+import {
+  VerifyStore,
+  type Hold,
+  type SendArgs,
+  type SendPlace,
+  type SendRules,
+} from "../../src/verify/store.js";
 import { Redis, type Command } from "ioredis";
 import type { WriteableStream } from "ioredis/built/types.js";
 import { silentLogger } from "../../src/log.js";
