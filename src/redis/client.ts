@@ -186,6 +186,9 @@ export class Keys {
   constructor(private readonly prefix: string) {}
 
   key(kind: string, tag: string, ...suffix: string[]): string {
-    return [`${this.prefix}${kind}:{${tag}}`, ...suffix].join(":");
+    // Concatenated, not joined from an array: a send names a dozen keys.
+    let key = `${this.prefix}${kind}:{${tag}}`;
+    for (const part of suffix) key += `:${part}`;
+    return key;
   }
 }
