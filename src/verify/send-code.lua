@@ -1,9 +1,9 @@
 -- Decides and records one send-a-code request atomically: rate limits, spam rules, billing,
 -- the authentication itself and its first event. All keys share the customer's hash tag.
 -- KEYS (named below): the account, its month spend, the authentication's row (its events and
--- hook are named from it: row_event_keys) and webhook pending set, the windows (per number, IP, device, account), numbers per IP and per device,
--- sends into the number's range, the customer's holds (sorted set by deadline), this send's hold,
--- and the number's V2 target index (args.target: compared first, written when the send is pending).
+-- hook are named from it: row_event_keys) and webhook pending set, the windows (per number, IP,
+-- device, account), numbers per IP and per device, sends into the number's range, the customer's
+-- holds (sorted set by deadline), this send's hold, and the number's V2 target index (args.target: compared first, written when the send is pending).
 -- Then the fraud engine's policy key, and the number's and the sources' keys last (fraudTail in
 -- src/fraud/engine.ts; engine.lua fraud_keys names the others).
 -- ARGV[1]: JSON, see src/verify/store.ts (SendArgs). CONFIG: the fixed settings (SendRules in
