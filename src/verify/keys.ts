@@ -22,9 +22,6 @@ export interface SendPlace {
   month: string;
 }
 
-/** Every key a send or retry at one place may touch (VerifyKeys.place). */
-export type PlaceKeys = ReturnType<VerifyKeys["place"]>;
-
 /**
  * Every key of the verification domain, in one place (names stay as stored: existing rows,
  * holds and accounts keep working). All but the hold index share the customer's hash tag.

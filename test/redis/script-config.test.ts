@@ -1,7 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { readFileSync } from "node:fs";
 import { expect } from "chai";
 import { Redis } from "ioredis";
 import { FRAUD_LIBRARY } from "../../src/fraud/engine.js";
@@ -11,12 +8,7 @@ import { defineScript } from "../../src/redis/script.js";
 import { VerifyKeys } from "../../src/verify/keys.js";
 import { ROW_EVENTS_LIBRARY } from "../../src/verify/row.js";
 import { testRedisUrl } from "../support/hooks.js";
-
-function luaFile(source: string): URL {
-  const path = join(mkdtempSync(join(tmpdir(), "script-config-")), "probe.lua");
-  writeFileSync(path, source);
-  return pathToFileURL(path);
-}
+import { luaFile } from "../support/lua.js";
 
 /** Runs `body` after a library of src/ (its local functions in scope), with `keys` and `argv`. */
 async function withLibrary(redis: Redis, library: URL, body: string, keys: string[], argv: string[] = []) {

@@ -1,19 +1,10 @@
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { readdirSync, readFileSync } from "node:fs";
 import { expect } from "chai";
 import { Redis } from "ioredis";
 import { RingfenceError } from "../../src/errors.js";
 import { declaredInputs, defineScript } from "../../src/redis/script.js";
 import { testRedisUrl } from "../support/hooks.js";
-
-function luaFile(source: string): URL {
-  const dir = mkdtempSync(join(tmpdir(), "script-"));
-  const path = join(dir, "probe.lua");
-  writeFileSync(path, source);
-  return pathToFileURL(path);
-}
+import { luaFile } from "../support/lua.js";
 
 /** Every Lua file of src/ (each script's caller names its inputs through defineScript). */
 const SCRIPTS = readdirSync(new URL("../../src/", import.meta.url), { recursive: true, encoding: "utf8" })
