@@ -11,7 +11,7 @@ import {
   RetryInfo,
 } from "../../src/gen/google/rpc/error_details.js";
 import { ERROR_DOMAIN, STATUS_DETAILS_KEY, statusDetails } from "../../src/grpc/status-details.js";
-import { deadlineOf } from "../../src/gateway/gateway.js";
+import { deadlineOf } from "../../src/gateway/deadline.js";
 import { testCall } from "../support/call.js";
 import { createSmsProvider } from "../../src/messaging/sms.js";
 import { guardedSms } from "../../src/messaging/guarded.js";
