@@ -4,7 +4,8 @@ import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import { createLogger, type Logger } from "../../src/log.js";
 import { Keys, type RedisClient } from "../../src/redis/client.js";
-import { WebhookOutbox, type WebhookOutboxOptions } from "../../src/webhooks/outbox.js";
+import { WebhookOutbox } from "../../src/webhooks/outbox.js";
+import type { WebhookOutboxOptions } from "../../src/webhooks/options.js";
 import { OutboundGuard } from "../../src/net/outbound.js";
 import { appendWebhookEvent, newEnvelope } from "../../src/webhooks/stream.js";
 
