@@ -4,7 +4,8 @@
 --       2 events list, 3 hook, 4 webhook pending set (2 to 4 only used when events are given).
 -- ARGV[1]: JSON {now, codeHash, maxChecks, api?, events?: {valid: envelope, invalid: envelope,
 -- compact?: {valid, invalid}}}, an envelope being its JSON text or {head, tail} to be completed with
--- the challenge's correlation_id, and `compact` the records row-events.lua may keep instead.
+-- the challenge's correlation_id, and `compact` the records the caller's event recorder may keep
+-- instead: with events, the caller prepends a library defining row_event (checkCodeWithEvents).
 -- `api` (a V1 or V2 verification): a challenge created by another API is not found (field `api`,
 -- absent on V1's older rows).
 -- Returns {status or 'not_found', 1 when an event awaits webhook delivery, the verification's

@@ -4,7 +4,6 @@ import { defineScript } from "../redis/script.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { RingfenceError } from "../errors.js";
 import { STREAM_LIBRARY, type CorrelatedEnvelope } from "../webhooks/stream.js";
-import { ROW_EVENTS_LIBRARY } from "../verify/row.js";
 
 /**
  * The one-time-code machinery shared by the V1 verification, OTP login and step-up: codes are
@@ -22,12 +21,21 @@ export const CHECK_STATUSES = [
 export type CheckStatus = (typeof CHECK_STATUSES)[number];
 
 const CODE_PURPOSE = "otp-code";
-const checkCodeScript = defineScript({
-  file: new URL("./check-code.lua", import.meta.url),
-  libraries: [STREAM_LIBRARY, ROW_EVENTS_LIBRARY],
-  keys: ["challenge", "events", "hook", "pending"],
-  argv: ["args"],
-});
+
+/** check-code.lua after `libraries`: webhooks/stream.lua, and the event recorder of a caller that has one. */
+function checkCodeScript(libraries: readonly URL[]) {
+  return defineScript({
+    file: new URL("./check-code.lua", import.meta.url),
+    libraries,
+    keys: ["challenge", "events", "hook", "pending"],
+    argv: ["args"],
+  });
+}
+type CheckCodeScript = ReturnType<typeof checkCodeScript>;
+
+/** The check of challenges that record no events (a login, a step-up step). */
+const plainCheckScript = checkCodeScript([STREAM_LIBRARY]);
+
 /** Shared sliding-window functions, prepended to every script that limits sends. */
 export const WINDOW_LIBRARY = new URL("./window.lua", import.meta.url);
 const takeWindowScript = defineScript({
@@ -129,18 +137,56 @@ export interface CheckKeys {
     pending: string;
     valid: string | CorrelatedEnvelope;
     invalid: string | CorrelatedEnvelope;
-    /** The compact records the challenge's row may keep instead (src/verify/row.ts). */
+    /** The compact records the event recorder may keep instead (see checkCodeWithEvents). */
     compact?: { valid: string; invalid: string };
   };
 }
 
+/** What a check is given besides its keys. */
+export interface CheckArgs {
+  now: number;
+  codeHash: string;
+  maxChecks: number;
+  /** `api`: the API whose verification this must be (another's is `not_found`). */
+  api?: string;
+}
+
+/** What a check answers; `hooked` says an event awaits webhook delivery. */
+export interface CheckResult {
+  status: CheckStatus | "not_found";
+  hooked: boolean;
+  phone?: string;
+}
+
+/** Checks a code of a challenge that records no events (a login, a step-up step). */
+export function checkCode(
+  redis: RedisClient,
+  keys: { challenge: string },
+  args: CheckArgs,
+): Promise<CheckResult> {
+  return runCheck(plainCheckScript, redis, keys, args);
+}
+
+/**
+ * The check of a caller whose comparisons are events (`CheckKeys.events`), recorded by `recorder`:
+ * a Lua library, prepended after webhooks/stream.lua, that defines
+ * `row_event(challengeKey, eventsKey, hookKey, pendingKey, envelope, compact)` and returns like
+ * stream_append (the count, and 1 when the event awaits webhook delivery). Made once per recorder.
+ */
+export function checkCodeWithEvents(
+  recorder: URL,
+): (redis: RedisClient, keys: CheckKeys, args: CheckArgs) => Promise<CheckResult> {
+  const script = checkCodeScript([STREAM_LIBRARY, recorder]);
+  return (redis, keys, args) => runCheck(script, redis, keys, args);
+}
+
 /** Checks a code; `hooked` says an event awaits webhook delivery. */
-export async function checkCode(
+async function runCheck(
+  script: CheckCodeScript,
   redis: RedisClient,
   keys: CheckKeys,
-  /** `api`: the API whose verification this must be (another's is `not_found`). */
-  args: { now: number; codeHash: string; maxChecks: number; api?: string },
-): Promise<{ status: CheckStatus | "not_found"; hooked: boolean; phone?: string }> {
+  args: CheckArgs,
+): Promise<CheckResult> {
   const e = keys.events;
   const k = {
     challenge: keys.challenge,
@@ -152,7 +198,7 @@ export async function checkCode(
     ...args,
     events: e === undefined ? null : { valid: e.valid, invalid: e.invalid, compact: e.compact ?? null },
   };
-  const [status, hooked, phone] = (await checkCodeScript.run(redis, k, {
+  const [status, hooked, phone] = (await script.run(redis, k, {
     args: JSON.stringify(payload),
   })) as [CheckStatus | "not_found", number, string | null];
   return { status, hooked: hooked === 1, ...(typeof phone === "string" ? { phone } : {}) };

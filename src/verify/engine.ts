@@ -1,62 +1,24 @@
 import { createHash, randomUUID } from "node:crypto";
 import { hashCode as hashOtp, newCode } from "../otp/code.js";
 import { RingfenceError } from "../errors.js";
-import type { Config } from "../config.js";
-import { errorMessage, type Logger } from "../log.js";
-import type { OutboundGuard } from "../net/outbound.js";
-import type { Secrets } from "../crypto/secrets.js";
-import type { AccountStore } from "../accounts/store.js";
 import type { StoredAccount } from "../accounts/account.js";
 import { ACCOUNT_SECRET_KIND } from "../accounts/account.js";
-import type { LookupDataSource } from "../lookup/lookup-data.js";
-import { describeNumber, parseE164, type ParsedNumber } from "../lookup/numbers.js";
+import { describeNumber } from "../lookup/numbers.js";
+import { parseE164, type ParsedNumber } from "../phone/e164.js";
 import { screenNumber } from "../lookup/spam.js";
-import type { FraudEngine } from "../fraud/engine.js";
 import { limitSubject } from "../net/cidr.js";
 import type { CallScope } from "../observability/calls.js";
-import type { Metrics } from "../observability/metrics.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
-import type { DeliveryReceipt, SmsProvider } from "../messaging/sms.js";
-import type { OutgoingSms } from "../messaging/provider.js";
+import type { DeliveryReceipt } from "../messaging/sms.js";
 import { secretRef, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { AuthenticationStatus, CheckStatus, Envelope, RetryStatus } from "./model.js";
-import type {
-  Hold,
-  HoldArgs,
-  SendPlace,
-  SendRules,
-  Signals,
-  StoredAuthentication,
-  VerifyStore,
-} from "./store.js";
-import {
-  EVENT_SHAPES,
-  type CreatedEvent,
-  type EventFacts,
-  type EventShapes,
-  type VerifyApi,
-} from "./events.js";
-import { holdSpanMs, outcomeUnknown, settleHold, STALE_AFTER_MS, unavailable } from "./holds.js";
-import { compactEvent, type EventContext } from "./row.js";
-
-export interface VerifyDeps {
-  config: Config;
-  log: Logger;
-  accounts: AccountStore;
-  secrets: Secrets;
-  lookupData: LookupDataSource;
-  store: VerifyStore;
-  sms: SmsProvider;
-  /** Starts webhook delivery of an events list (the outbox of src/webhooks). */
-  webhooks: { kick(list: string): Promise<void> };
-  /** Checks callback_url: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
-  outbound: Pick<OutboundGuard, "checkUrl" | "refusal">;
-  /** Counts what accounts are charged (the spend metric). */
-  metrics: Pick<Metrics, "charged">;
-  /** The fraud engine: its keys and arguments ride in the send and retry scripts. */
-  fraud: FraudEngine;
-  now?: () => number;
-}
+import type { SendPlace, SendRules, Signals, StoredAuthentication } from "./store.js";
+import { EVENT_SHAPES, type EventFacts, type VerifyApi } from "./events.js";
+import type { VerifyDeps } from "./deps.js";
+import { giveBack, holdArgs, unavailable } from "./holds.js";
+import { deliver, kick } from "./delivery.js";
+import { createdEvent, eventContext } from "./event-records.js";
+import { compactEvent } from "./row.js";
 
 /** A first code for a number, as V1's create and V2's create ask for it (already validated). */
 export interface SendRequest {
@@ -203,7 +165,7 @@ export class VerifyEngine {
       reference: `${authUuid}.1`,
     };
 
-    const held = this.holdArgs(sms);
+    const held = holdArgs(this.deps, this.owner, sms);
     const {
       status,
       refusedBy,
@@ -252,13 +214,14 @@ export class VerifyEngine {
         held,
         fraud.sendKeys(account.customerUuid, destination, source),
       )
-      .catch((err: unknown) => this.giveBack(store.holdOf(place, sms.reference, "send"), held, call)(err));
+      .catch((err: unknown) => giveBack(store, store.holdOf(place, sms.reference, "send"), held, call)(err));
     if (judged !== undefined) fraud.noted(req.api, judged, destination.country);
     if (status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
     if (refusedBy !== undefined) call.noteRefusal(refusedBy);
 
     if (status === "pending") {
-      await this.deliver(
+      await deliver(
+        this.deps,
         store.holdOf(place, sms.reference, "send"),
         sms,
         1,
@@ -270,7 +233,7 @@ export class VerifyEngine {
       this.deps.metrics.charged(phone.countryCode, price);
     }
     if (req.callbackUrl !== "") {
-      await this.kick(store.authKeys(account.customerUuid, authUuid).events, call.log);
+      await kick(this.deps, store.authKeys(account.customerUuid, authUuid).events, call.log);
     }
     return { authUuid, status, refusedBy, createdAt, expiresAt };
   }
@@ -311,7 +274,7 @@ export class VerifyEngine {
       locale: message.locale,
       reference: `${authUuid}.${attempt}`,
     };
-    const held = this.holdArgs(sms);
+    const held = holdArgs(this.deps, this.owner, sms);
     const r = await store
       .retry(
         place,
@@ -327,14 +290,15 @@ export class VerifyEngine {
         held,
         fraud.sendKeys(account.customerUuid, destination),
       )
-      .catch((err: unknown) => this.giveBack(store.holdOf(place, sms.reference, "retry"), held, call)(err));
+      .catch((err: unknown) => giveBack(store, store.holdOf(place, sms.reference, "retry"), held, call)(err));
     if (r.fraud !== undefined) fraud.noted(auth.api, r.fraud, destination.country);
     if (r.status === "not_found") throw unknownAuthentication();
     if (r.status === "stale") throw unavailable("the service is temporarily unavailable, try again shortly");
     if (r.refusedBy !== undefined) call.noteRefusal(r.refusedBy);
     if (r.status === "approved") {
       const facts = await this.facts(auth.api, authUuid, phone, auth.correlationId, price);
-      const hooked = await this.deliver(
+      const hooked = await deliver(
+        this.deps,
         store.holdOf(place, sms.reference, "retry"),
         sms,
         attempt,
@@ -343,7 +307,7 @@ export class VerifyEngine {
         call,
       );
       this.deps.metrics.charged(phone.countryCode, price);
-      if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events, call.log);
+      if (hooked) await kick(this.deps, store.authKeys(account.customerUuid, authUuid).events, call.log);
     }
     return { status: r.status, retries: r.retries, nextRetryAtMs: r.nextRetryAtMs, refusedBy: r.refusedBy };
   }
@@ -375,7 +339,7 @@ export class VerifyEngine {
           ? undefined
           : { valid, invalid, compact: { valid: compact(valid), invalid: compact(invalid) } },
     });
-    if (hooked) await this.kick(store.authKeys(account.customerUuid, authUuid).events, call.log);
+    if (hooked) await kick(this.deps, store.authKeys(account.customerUuid, authUuid).events, call.log);
     if (phone !== undefined) await this.converted(api, account.customerUuid, phone);
     return status;
   }
@@ -402,123 +366,8 @@ export class VerifyEngine {
     const event = EVENT_SHAPES[known.api].receipt(facts, owner.attempt, receipt);
     const compact = compactEvent(event, eventContext(facts, ""));
     const { hooked } = await store.appendEvent(owner.customer, owner.auth, event, compact);
-    if (hooked) await this.kick(store.authKeys(owner.customer, owner.auth).events, this.deps.log);
+    if (hooked) await kick(this.deps, store.authKeys(owner.customer, owner.auth).events, this.deps.log);
   }
-
-  /**
-   * What a failed charging script (send or retry) leaves: a refusal charged nothing; any other
-   * failure may be a script Redis ran all the same, its answer lost or late (a paused, slow or
-   * restarting Redis), so a charge for a message nobody sends now, as the caller gets 503. That
-   * hold is released (refund, windows freed, authentication removed or previous code restored)
-   * in the background once Redis answers, unless a recovery claimed it first. Rethrows.
-   */
-  private giveBack(hold: Hold, held: HoldArgs, call: CallScope): (err: unknown) => never {
-    return (err) => {
-      if (!(err instanceof RingfenceError)) {
-        void settleHold(this.deps.store, call.log, hold, "release", held);
-      }
-      throw err;
-    };
-  }
-
-  /** The hold arguments of a send or retry issued now, its message sealed (it holds the code). */
-  private holdArgs(sms: OutgoingSms): HoldArgs & { id: string } {
-    const issuedAt = Date.now();
-    return {
-      id: sms.reference,
-      issuedAt,
-      staleMs: STALE_AFTER_MS,
-      deadline: issuedAt + holdSpanMs(this.deps.config),
-      sealed: this.deps.secrets.encrypt(JSON.stringify(sms)),
-      owner: this.owner,
-    };
-  }
-
-  /**
-   * Sends one held message. Accepted: the hold is committed (the charge stands; in the
-   * background if Redis does not answer), the message id remembered for delivery receipts and
-   * the `sent` event recorded, all three in one round trip, and the call succeeds. Refused: the
-   * hold is released (refund, windows freed) and the call fails. No answer: the hold stays for
-   * the recovery, which re-sends with the same reference and charges by the answer; the caller
-   * gets 503. Answers whether the event awaits webhook delivery.
-   */
-  private async deliver(
-    hold: Hold,
-    sms: OutgoingSms,
-    attempt: number,
-    sent: Envelope,
-    ctx: EventContext,
-    call: CallScope,
-  ): Promise<boolean> {
-    const { store } = this.deps;
-    const { log } = call;
-    let providerId: string;
-    try {
-      ({ providerId } = await this.deps.sms.send(sms, call));
-    } catch (err) {
-      const error = errorMessage(err);
-      if (outcomeUnknown(err)) {
-        log.warn("sms outcome unknown; held for recovery", { reference: sms.reference, error });
-        throw unavailable("the provider did not answer; the message is charged only if it was accepted");
-      }
-      await settleHold(store, log, hold, "release");
-      log.error("sms not accepted", { provider: this.deps.sms.name, reference: sms.reference, error });
-      if (err instanceof RingfenceError) throw err;
-      throw new RingfenceError("internal_server_error", "the message could not be sent; nothing was charged");
-    }
-    const auth = hold.id.split(".")[0] ?? "";
-    const [, , hooked] = await Promise.all([
-      settleHold(store, log, hold, "commit"),
-      store
-        .rememberMessage(
-          providerId,
-          { customer: hold.customer, auth, attempt },
-          this.deps.config.SMS_RECEIPT_RETENTION_SECONDS,
-        )
-        .catch((err: unknown) => {
-          log.warn("message id not remembered", { error: String(err) });
-        }),
-      this.afterSent(hold.customer, auth, sent, compactEvent(sent, ctx), log),
-    ]);
-    return hooked;
-  }
-
-  /** Records an event after the message went out; a failure must not fail the call. */
-  private async afterSent(
-    customerUuid: string,
-    authUuid: string,
-    event: Envelope,
-    compact: string,
-    log: Logger,
-  ): Promise<boolean> {
-    try {
-      return (await this.deps.store.appendEvent(customerUuid, authUuid, event, compact)).hooked;
-    } catch (err) {
-      log.warn("attempt event not recorded", {
-        error: errorMessage(err),
-      });
-      return false;
-    }
-  }
-
-  /**
-   * Starts delivery of an authentication's webhook events. A failure here must not fail the call:
-   * the events are recorded, and the outbox's recovery sweep delivers them later.
-   */
-  private async kick(list: string, log: Logger): Promise<void> {
-    try {
-      await this.deps.webhooks.kick(list);
-    } catch (err) {
-      log.warn("webhook delivery not started; the sweep will", {
-        error: errorMessage(err),
-      });
-    }
-  }
-}
-
-/** What the compact records of an authentication's events leave to its row. */
-function eventContext(f: EventFacts, expiresAt: string): EventContext {
-  return { authUuid: f.authUuid, phone: f.phone, correlationId: f.correlationId, expiresAt };
 }
 
 export function unknownAuthentication(): RingfenceError {
@@ -534,7 +383,7 @@ function sendPlace(
   phone: ParsedNumber,
   ip: string,
   deviceId: string,
-  config: Config,
+  config: VerifyDeps["config"],
   t: number,
 ): SendPlace {
   return {
@@ -545,39 +394,5 @@ function sendPlace(
     device: deviceId === "" ? "-" : createHash("sha256").update(deviceId).digest("hex").slice(0, 32),
     range: phone.e164.slice(0, -config.SPAM_RANGE_DIGITS),
     month: new Date(t).toISOString().slice(0, 7),
-  };
-}
-
-/** Stands where the status goes in an `authentication` event, while it is built (createdEvent). */
-const STATUS_SLOT = `status-${randomUUID()}`;
-
-/**
- * The `authentication` event a send may record, built once for whichever status its script
- * decides (CreatedEvent, src/verify/events.ts): the event is built with STATUS_SLOT for its status
- * and cut there. An API whose creation event names no status records it once pending only (V2).
- */
-function createdEvent(
-  shapes: EventShapes,
-  facts: EventFacts,
-  createdAt: string,
-  expiresAt: string,
-  ctx: EventContext,
-): CreatedEvent | null {
-  const slotted = shapes.created(facts, STATUS_SLOT as AuthenticationStatus, createdAt, expiresAt);
-  if (slotted === "") {
-    const pending = shapes.created(facts, "pending", createdAt, expiresAt);
-    return pending === "" ? null : { statuses: ["pending"], event: [pending], compact: null };
-  }
-  const [before, after, ...more] = slotted.split(STATUS_SLOT);
-  if (before === undefined || after === undefined || more.length > 0) {
-    throw new Error("an authentication event names its status once");
-  }
-  // The compact record says the status last: it is cut the same way, and kept where it fits.
-  const compact = compactEvent(JSON.parse(before + "pending" + after) as Envelope, ctx);
-  const tail = '"pending"]';
-  return {
-    statuses: ["pending", "rate_limited", "spam_detected"],
-    event: [before, after],
-    compact: compact.endsWith(tail) ? [compact.slice(0, -tail.length + 1), '"]'] : null,
   };
 }

@@ -5,6 +5,7 @@ import type { Secrets } from "../crypto/secrets.js";
 import { COMMAND_TIMEOUT_MS } from "../redis/client.js";
 import { DeliveryError, type OutgoingSms } from "../messaging/provider.js";
 import type { SmsProvider } from "../messaging/sms.js";
+import type { CallScope } from "../observability/calls.js";
 import type { Hold, HoldArgs, VerifyStore } from "./store.js";
 
 /**
@@ -62,6 +63,44 @@ export async function settleHold(
     }
   };
   await attempt(RETRY_MIN_MS);
+}
+
+/**
+ * What a failed charging script (send or retry) leaves: a refusal charged nothing; any other
+ * failure may be a script Redis ran all the same, its answer lost or late (a paused, slow or
+ * restarting Redis), so a charge for a message nobody sends now, as the caller gets 503. That
+ * hold is released (refund, windows freed, authentication removed or previous code restored)
+ * in the background once Redis answers, unless a recovery claimed it first. Rethrows.
+ */
+export function giveBack(
+  store: VerifyStore,
+  hold: Hold,
+  held: HoldArgs,
+  call: CallScope,
+): (err: unknown) => never {
+  return (err) => {
+    if (!(err instanceof RingfenceError)) {
+      void settleHold(store, call.log, hold, "release", held);
+    }
+    throw err;
+  };
+}
+
+/** The hold arguments of a send or retry issued now, its message sealed (it holds the code). */
+export function holdArgs(
+  deps: { config: Config; secrets: Secrets },
+  owner: string,
+  sms: OutgoingSms,
+): HoldArgs & { id: string } {
+  const issuedAt = Date.now();
+  return {
+    id: sms.reference,
+    issuedAt,
+    staleMs: STALE_AFTER_MS,
+    deadline: issuedAt + holdSpanMs(deps.config),
+    sealed: deps.secrets.encrypt(JSON.stringify(sms)),
+    owner,
+  };
 }
 
 export interface HoldRecoveryOptions {

@@ -5,7 +5,7 @@ import type {
 } from "../gen/ringfence/verify/v1/verify_service.js";
 import type { DeliveryState } from "../messaging/provider.js";
 import type { Envelope } from "./model.js";
-import type { StoredAuthentication } from "./store.js";
+import type { StoredAuthentication } from "./authentication.js";
 
 /** Event types of the original API's read-back. */
 export const READ_BACK_EVENT_TYPES = ["attempt", "check", "delivery_status", "balance_update"] as const;

@@ -1,6 +1,6 @@
 import { defineScript } from "../redis/script.js";
 import { STREAM_LIBRARY } from "../webhooks/stream.js";
-import { WINDOW_LIBRARY } from "../otp/code.js";
+import { checkCodeWithEvents, WINDOW_LIBRARY } from "../otp/code.js";
 import { ROW_EVENTS_LIBRARY } from "./row.js";
 import { FRAUD_LIBRARY, type FraudRules } from "../fraud/engine.js";
 
@@ -58,6 +58,9 @@ export const claimHold = defineScript({
   keys: ["holds", "hold"],
   argv: ["holdId", "now", "deadline"],
 });
+
+/** The code check shared with login and step-up, its comparisons recorded as the row's events. */
+export const checkCode = checkCodeWithEvents(ROW_EVENTS_LIBRARY);
 
 export const appendEvent = defineScript({
   file: file("append-event"),

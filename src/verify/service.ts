@@ -10,7 +10,8 @@ import { readBack } from "./read-back.js";
 import { phoneInRegions } from "../net/validate.js";
 import { unknownAuthentication, type VerifyEngine } from "./engine.js";
 
-export { VerifyEngine, type VerifyDeps } from "./engine.js";
+export { VerifyEngine } from "./engine.js";
+export type { VerifyDeps } from "./deps.js";
 
 /** The V1 verification: send a code, check it, retry, read back, feedback. */
 export function verifyHandlers(engine: VerifyEngine): Handlers<typeof VerifyServiceService> {

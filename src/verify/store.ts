@@ -10,7 +10,7 @@ import type { Keys, RedisClient } from "../redis/client.js";
 import type { CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { Envelope, RetryStatus } from "./model.js";
 import type { CreatedEvent, VerifyApi } from "./events.js";
-import { checkCode, type CheckStatus } from "../otp/code.js";
+import type { CheckStatus } from "../otp/code.js";
 import {
   decodeMessageRef,
   encodeMessageRef,
@@ -161,7 +161,7 @@ export class VerifyStore extends HoldStore {
   ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean; phone?: string }> {
     const k = this.authKeys(customer, auth);
     const { events, ...rest } = args;
-    return checkCode(
+    return scripts.checkCode(
       this.redis,
       {
         challenge: k.auth,

@@ -12,7 +12,7 @@ import type {
 } from "../gen/ringfence/verify/v2/verification_service.js";
 import { isAppRealm, isBcp47, isKnownTemplate } from "../messaging/templates.js";
 import { httpUrlField, phoneInRegions } from "../net/validate.js";
-import type { ParsedNumber } from "../lookup/numbers.js";
+import type { ParsedNumber } from "../phone/e164.js";
 import type { VerifyEngine } from "./engine.js";
 import { unavailable } from "./holds.js";
 import { verificationId } from "./events.js";

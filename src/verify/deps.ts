@@ -1,0 +1,30 @@
+/** What the verification engine needs from the rest of the service; module.ts supplies it. */
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { OutboundGuard } from "../net/outbound.js";
+import type { Secrets } from "../crypto/secrets.js";
+import type { AccountStore } from "../accounts/store.js";
+import type { LookupDataSource } from "../lookup/lookup-data.js";
+import type { FraudEngine } from "../fraud/engine.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { SmsProvider } from "../messaging/sms.js";
+import type { VerifyStore } from "./store.js";
+
+export interface VerifyDeps {
+  config: Config;
+  log: Logger;
+  accounts: AccountStore;
+  secrets: Secrets;
+  lookupData: LookupDataSource;
+  store: VerifyStore;
+  sms: SmsProvider;
+  /** Starts webhook delivery of an events list (the outbox of src/webhooks). */
+  webhooks: { kick(list: string): Promise<void> };
+  /** Checks callback_url: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
+  outbound: Pick<OutboundGuard, "checkUrl" | "refusal">;
+  /** Counts what accounts are charged (the spend metric). */
+  metrics: Pick<Metrics, "charged">;
+  /** The fraud engine: its keys and arguments ride in the send and retry scripts. */
+  fraud: FraudEngine;
+  now?: () => number;
+}
