@@ -2,7 +2,7 @@ import { DEV_ONLY, type Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { openRegistry, type Registry } from "./registry.js";
 import type { Module } from "./lifecycle/module.js";
-import { serveModules, type RunningApp, type StartOptions } from "./lifecycle/lifecycle.js";
+import { serveModules, type RunningApp as Running, type StartOptions } from "./lifecycle/lifecycle.js";
 import { messagingModule } from "./messaging/module.js";
 import { webhooksModule } from "./webhooks/module.js";
 import { accountsModule } from "./accounts/module.js";
@@ -12,10 +12,12 @@ import { fraudModule } from "./fraud/module.js";
 import { appsModule } from "./apps/module.js";
 import { oauthModule } from "./oauth/module.js";
 import { sessionModule } from "./session/module.js";
-import { stepUpModule } from "./stepup/module.js";
+import { stepUpModule, stepUpTokens } from "./stepup/module.js";
 
 export { openRegistry, type Registry } from "./registry.js";
-export type { RunningApp, StartOptions } from "./lifecycle/lifecycle.js";
+export type { StartOptions } from "./lifecycle/lifecycle.js";
+/** The app as it runs, with its registry. */
+export type RunningApp = Running<Registry>;
 
 /**
  * The composition root: the domain modules of the service, each built from the registry and the
@@ -28,7 +30,7 @@ export function modules(r: Registry, sweep = true): Module[] {
   const accounts = accountsModule(r, webhooks);
   const apps = appsModule(r, webhooks);
   const oauth = oauthModule(r, apps);
-  const session = sessionModule(r, { messaging, apps, oauth });
+  const session = sessionModule(r, { messaging, apps, oauth, stepUpTokens: stepUpTokens(r) });
   return [
     messaging,
     webhooks,

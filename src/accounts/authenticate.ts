@@ -1,6 +1,7 @@
 import { RingfenceError } from "../errors.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { callerOf, type Authenticator, type CallContext } from "../rpc/binding.js";
+import { callerKey } from "../rpc/callers.js";
 import { UUID, type StoredAccount } from "./account.js";
 import { API_KEY_PURPOSE, type AccountReader } from "./store.js";
 
@@ -104,7 +105,10 @@ export function bodyCustomerUuid(request: unknown): string | undefined {
   return typeof uuid === "string" ? uuid : undefined;
 }
 
-/** The account of a V1 call (put on the context by a customer or API-key authenticator). */
+/** The key an account is found under on a call's context: logged by its customer uuid. */
+export const ACCOUNT_CALLER = callerKey<StoredAccount>("account", (a) => `customer:${a.customerUuid}`);
+
+/** The account of a V1 or V2 call (put on the context by one of the accounts module's chains). */
 export function accountOf(ctx: CallContext): StoredAccount {
-  return callerOf(ctx, "account");
+  return callerOf(ctx, ACCOUNT_CALLER);
 }

@@ -1,21 +1,26 @@
 import type { Module } from "../lifecycle/module.js";
 import { errorMessage } from "../log.js";
 import type { Registry } from "../registry.js";
-import type { Authenticator, CallContext } from "../rpc/binding.js";
+import { keyed, type CallContext, type CallerAuthenticator } from "../rpc/binding.js";
 import type { WebhooksModule } from "../webhooks/module.js";
 import { ACCOUNT_SECRET_KIND, type StoredAccount } from "./account.js";
-import { apiKeyAuthenticator, bearerKeyAuthenticator, customerAuthenticator } from "./authenticate.js";
+import {
+  ACCOUNT_CALLER,
+  apiKeyAuthenticator,
+  bearerKeyAuthenticator,
+  customerAuthenticator,
+} from "./authenticate.js";
 import { KeyFailures } from "./key-failures.js";
 
 export interface AccountsModule extends Module {
   /** V1: the API key of the account the call names (`customerUuidOf`). */
   customer(
     customerUuidOf: (request: unknown, ctx: CallContext) => string | undefined,
-  ): Authenticator<StoredAccount>;
+  ): CallerAuthenticator<StoredAccount>;
   /** V1 read-back: the API key alone. */
-  apiKey: Authenticator<StoredAccount>;
+  apiKey: CallerAuthenticator<StoredAccount>;
   /** V2: the API key as a bearer token. */
-  bearer: Authenticator<StoredAccount>;
+  bearer: CallerAuthenticator<StoredAccount>;
 }
 
 /**
@@ -29,9 +34,9 @@ export function accountsModule(r: Registry, webhooks: WebhooksModule): AccountsM
   return {
     name: "accounts",
     customer: (customerUuidOf) =>
-      failures.guard(customerAuthenticator(r.accountCache, r.secrets, customerUuidOf)),
-    apiKey: failures.guard(apiKeyAuthenticator(r.accountCache, r.secrets)),
-    bearer: failures.guard(bearerKeyAuthenticator(r.accountCache)),
+      keyed(ACCOUNT_CALLER, failures.guard(customerAuthenticator(r.accountCache, r.secrets, customerUuidOf))),
+    apiKey: keyed(ACCOUNT_CALLER, failures.guard(apiKeyAuthenticator(r.accountCache, r.secrets))),
+    bearer: keyed(ACCOUNT_CALLER, failures.guard(bearerKeyAuthenticator(r.accountCache))),
     watched: [r.accountCache],
     background: [
       {

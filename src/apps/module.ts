@@ -1,14 +1,15 @@
 import type { Module } from "../lifecycle/module.js";
 import type { Registry } from "../registry.js";
-import type { Authenticator } from "../rpc/binding.js";
+import { keyed, type CallerAuthenticator } from "../rpc/binding.js";
 import type { WebhooksModule } from "../webhooks/module.js";
 import type { StoredApp } from "./app.js";
 import { appHandlerSets } from "./handlers.js";
+import { APP_CALLER } from "./store.js";
 import { APP_WEBHOOK_REF_KIND, AppWebhooks, appWebhookSecret, type AppEvents } from "./webhooks.js";
 
 export interface AppsModule extends Module {
   /** The authentication chain of management calls: the app of the request and its key. */
-  authenticate: Authenticator<StoredApp>;
+  authenticate: CallerAuthenticator<StoredApp>;
   /** The app's webhook events, emitted by sessions, step-up and OAuth clients. */
   events: AppEvents;
   /** The app operations the session and OAuth contracts carry, for their bindings. */
@@ -26,7 +27,7 @@ export function appsModule(r: Registry, webhooks: WebhooksModule): AppsModule {
   });
   return {
     name: "apps",
-    authenticate: r.apps.managementKey,
+    authenticate: keyed(APP_CALLER, r.apps.managementKey),
     events,
     handlers: appHandlerSets({ apps: r.apps, webhooks: events, outbound: r.outbound }),
   };

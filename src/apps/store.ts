@@ -3,6 +3,7 @@ import type { Keys, RedisClient } from "../redis/client.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import { RingfenceError } from "../errors.js";
 import { callerOf, type Authenticator, type CallContext } from "../rpc/binding.js";
+import { callerKey } from "../rpc/callers.js";
 import { APP_ID, type StoredApp } from "./app.js";
 
 export const MANAGEMENT_KEY_PURPOSE = "app-management-key";
@@ -101,7 +102,10 @@ export class AppStore {
   }
 }
 
+/** The key an app is found under on a management call's context: logged by its app id. */
+export const APP_CALLER = callerKey<StoredApp>("app", (a) => `app:${a.appId}`);
+
 /** The app of a management call (put on the context by `AppStore.managementKey`). */
 export function appOf(ctx: CallContext): StoredApp {
-  return callerOf(ctx, "app");
+  return callerOf(ctx, APP_CALLER);
 }

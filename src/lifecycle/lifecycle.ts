@@ -7,18 +7,29 @@ import { startAdmin, type AdminServer } from "../observability/admin.js";
 import { allOf, type CallObserver } from "../observability/calls.js";
 import { requestLog } from "../observability/request-log.js";
 import { createRedis, reportRedisErrors } from "../redis/client.js";
-import type { Registry } from "../registry.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { RedisClient } from "../redis/client.js";
 import { loadContract } from "../rpc/contract.js";
 import type { Background, Module } from "./module.js";
 import { RedisWatchdog, within } from "./watchdog.js";
 
-export interface RunningApp {
+/** What the lifecycle takes of the process's shared parts (src/registry.ts holds them all). */
+export interface Essentials {
+  config: Config;
+  log: Logger;
+  redis: RedisClient;
+  metrics: Metrics;
+}
+
+export interface RunningApp<R extends Essentials = Essentials> {
   grpcPort: number;
   /** undefined when HTTP_PORT=0 (Envoy in front instead). */
   httpPort: number | undefined;
   /** undefined when ADMIN_PORT=0, or in a cluster worker (the primary serves it). */
   adminPort: number | undefined;
-  registry: Registry;
+  registry: R;
   /**
    * Stops taking calls, lets in-flight ones finish, then closes the modules' background work
    * (the outbox, providers) and Redis, all within SHUTDOWN_GRACE_MS. Resolves false when
@@ -47,11 +58,11 @@ export interface StartOptions {
  * background work, the Redis watchdog behind health and readiness, the calls in flight, and
  * the shutdown that closes everything in reverse within SHUTDOWN_GRACE_MS.
  */
-export async function serveModules(
-  registry: Registry,
+export async function serveModules<R extends Essentials>(
+  registry: R,
   modules: readonly Module[],
   options: StartOptions = {},
-): Promise<RunningApp> {
+): Promise<RunningApp<R>> {
   const { config, log, redis } = registry;
   const started: Background[] = [];
   // Key rotations, account changes and number imports made by other instances or the CLI reach

@@ -4,18 +4,25 @@ import { isRedisUnavailable, RingfenceError } from "../errors.js";
 import { noStore, type CallContext } from "../rpc/binding.js";
 import type { HttpBody } from "../gen/google/api/httpbody.js";
 import type { IntrospectTokenResponse } from "../gen/ringfence/oauth/v1/oauth_service.js";
-import type { SessionStore } from "../session/sessions.js";
 import { authenticateClient, readCredentials, type ClientAuthDeps } from "./client-auth.js";
 import type { AuthenticatedClient } from "./clients.js";
 import { readForm, stillVouched } from "./grant.js";
 import type { CachedKeySet } from "./keys/key-set.js";
 import { SERVER_TOKEN_TYPE, SESSION_TOKEN_TYPE } from "./keys/signing-keys.js";
 
+/**
+ * What introspection asks of user sessions (the session store answers it): the scopes the
+ * session's access token `jti` holds now, or undefined once the session has ended.
+ */
+export interface SessionScopes {
+  tokenScopes(userId: string, sessionId: string, jti: string): Promise<string[] | undefined>;
+}
+
 export interface TokenLifecycleDeps extends ClientAuthDeps {
   /** The service's published keys, cached: a token is verified without a Redis round trip. */
   keySet: CachedKeySet;
   /** User sessions, whose access tokens are active while the session is alive. */
-  sessions: Pick<SessionStore, "tokenScopes">;
+  sessions: SessionScopes;
   issuer: string;
 }
 

@@ -94,10 +94,10 @@ export function requestIdOf(incoming: string | undefined): string {
   return incoming !== undefined && REQUEST_ID.test(incoming) ? incoming : randomUUID();
 }
 
-/** A caller's identity for logs: accounts by customer uuid, apps and sessions by app id. */
+/** A caller's identity for logs, as the domain that made its key names it. */
 export function callerIdentity(caller: Caller | undefined): string | undefined {
   if (caller === undefined) return undefined;
-  return caller.kind === "account" ? `customer:${caller.who.customerUuid}` : `app:${caller.who.appId}`;
+  return caller.key.identity(caller.who);
 }
 
 /** Milliseconds since `start` (a `process.hrtime.bigint()` reading). */

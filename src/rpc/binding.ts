@@ -12,8 +12,7 @@ import {
   type CallScope,
   type Transport,
 } from "../observability/calls.js";
-import type { Caller, CallerTypes } from "./callers.js";
-import type { CallerKind } from "./surface.js";
+import type { Caller, CallerKey } from "./callers.js";
 import { andThen, settle, type Awaitable } from "../awaitable.js";
 import { tracingStarted } from "../observability/tracing.js";
 
@@ -29,8 +28,8 @@ export interface CallContext extends CallScope {
   /** The caller's IP address as the transport saw it (behind a trusted proxy: the client it saw). */
   readonly clientAddress?: string | undefined;
   /**
-   * Who calls, as the binding's authentication chain of the method's caller kind found it;
-   * undefined for a public method. Read it with `callerOf`.
+   * Who calls, as the binding's authentication chain of the method's caller kind found it, under
+   * that kind's key; undefined for a public method. Read it with `callerOf`.
    */
   readonly caller?: Caller | undefined;
   /** The call's request id (the caller's `x-request-id`, or one made for it), for logs. */
@@ -43,18 +42,28 @@ export interface CallContext extends CallScope {
  */
 export type Authenticator<C = unknown> = (ctx: CallContext, request: unknown) => Awaitable<C>;
 
-/**
- * The caller of `kind` the binding put on the context; throws when the method declares another
- * kind, or none, in src/rpc/surface.ts (a wiring mistake).
- */
-export function callerOf<K extends CallerKind>(ctx: CallContext, kind: K): CallerTypes[K] {
-  const caller = ctx.caller;
-  if (caller?.kind !== kind) throw new Error(`no ${kind} caller on the call: declare it for the method`);
-  return caller.who as CallerTypes[K];
+/** An authentication chain and the key of the caller it finds (src/rpc/callers.ts). */
+export interface CallerAuthenticator<T> {
+  readonly key: CallerKey<T>;
+  readonly authenticate: Authenticator<T>;
 }
 
-/** One authentication chain for each kind of caller a service's methods declare. */
-export type AuthenticatorsByKind = { readonly [K in CallerKind]?: Authenticator<CallerTypes[K]> };
+export function keyed<T>(key: CallerKey<T>, authenticate: Authenticator<T>): CallerAuthenticator<T> {
+  return { key, authenticate };
+}
+
+/**
+ * The caller the binding put on the context under `key`; throws when the method declares another
+ * kind, or none, in src/rpc/surface.ts (a wiring mistake).
+ */
+export function callerOf<T>(ctx: CallContext, key: CallerKey<T>): T {
+  const caller = ctx.caller;
+  if (caller?.key !== key) throw new Error(`no ${key.kind} caller on the call: declare it for the method`);
+  return caller.who as T;
+}
+
+/** One authentication chain for each kind of caller a service's methods declare, by kind. */
+export type AuthenticatorsByKind = Readonly<Record<string, CallerAuthenticator<unknown>>>;
 
 export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Awaitable<Res>;
 
@@ -124,22 +133,25 @@ export function bindService<S extends ServiceDefinition>(
     /** Success statuses other than 200, declared here rather than set by handlers. */
     successStatuses?: Partial<Record<keyof S & string, 201 | 204>>;
     /** The caller kind of each method that has one (src/rpc/surface.ts); the others are public. */
-    callers?: Readonly<Partial<Record<keyof S & string, CallerKind>>>;
+    callers?: Readonly<Partial<Record<keyof S & string, string>>>;
     /** The chain of each kind `callers` names; a kind without one fails here, at start. */
     authenticators?: AuthenticatorsByKind;
     /** A method whose caller of its kind is found another way (the V1 read-back: its key alone). */
-    methodAuthenticators?: Partial<Record<keyof S & string, Authenticator<CallerTypes[CallerKind]>>>;
+    methodAuthenticators?: Partial<Record<keyof S & string, CallerAuthenticator<unknown>>>;
   },
 ): ServiceBinding {
   const first = Object.values(definition)[0];
   if (first === undefined) throw new Error("a service without methods cannot be served");
   const chains = new Map<string, Authenticator<Caller>>();
-  for (const [method, kind] of Object.entries(options.callers ?? {}) as [string, CallerKind][]) {
-    const authenticate: Authenticator | undefined =
+  for (const [method, kind] of Object.entries(options.callers ?? {}) as [string, string][]) {
+    const chain: CallerAuthenticator<unknown> | undefined =
       options.methodAuthenticators?.[method as keyof S & string] ?? options.authenticators?.[kind];
-    if (authenticate === undefined) throw new Error(`${method}: no ${kind} authenticator`);
+    if (chain === undefined) throw new Error(`${method}: no ${kind} authenticator`);
+    if (chain.key.kind !== kind)
+      throw new Error(`${method}: its ${kind} caller is authenticated as ${chain.key.kind}`);
+    const { key, authenticate } = chain;
     chains.set(method, (ctx, request) =>
-      andThen(authenticate(ctx, request), (who) => ({ kind, who }) as Caller),
+      andThen(authenticate(ctx, request), (who): Caller => ({ key, who })),
     );
   }
   return {

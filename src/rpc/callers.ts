@@ -1,20 +1,22 @@
-import type { StoredAccount } from "../accounts/account.js";
-import type { StoredApp } from "../apps/app.js";
-import type { Caller as SessionCaller } from "../session/tokens.js";
-import type { CallerKind } from "./surface.js";
-
 /**
- * What the authentication chain of each kind of caller finds; src/rpc/surface.ts declares the
- * kind of each method, so a handler knows which one it is given.
+ * A kind of caller, made by the domain that authenticates it (an account by its API key, a user
+ * by a session token, an app by its management key): the key its authenticator puts the caller
+ * under on the call context, and the key its handlers read the caller back by. The transport
+ * knows no domain: it carries `who` untyped and logs `identity(who)`.
  */
-export interface CallerTypes {
-  /** An account, by its API key (V1 and V2). */
-  account: StoredAccount;
-  /** A user, by a session access token. */
-  session: SessionCaller;
-  /** An app, by its management API key. */
-  app: StoredApp;
+export interface CallerKey<T> {
+  /** The kind's name, as src/rpc/surface.ts declares a method's caller. */
+  readonly kind: string;
+  /** The caller as logs and metrics name it (never a secret). */
+  identity(who: T): string;
 }
 
-/** Who calls, tagged with its kind: what the binding puts on the call context. */
-export type Caller = { [K in CallerKind]: { readonly kind: K; readonly who: CallerTypes[K] } }[CallerKind];
+export function callerKey<T>(kind: string, identity: (who: T) => string): CallerKey<T> {
+  return { kind, identity };
+}
+
+/** Who calls, under the key of its kind: what the binding puts on the call context. */
+export interface Caller {
+  readonly key: CallerKey<unknown>;
+  readonly who: unknown;
+}

@@ -4,18 +4,17 @@ import type { Module } from "../lifecycle/module.js";
 import type { MessagingModule } from "../messaging/module.js";
 import type { OAuthModule } from "../oauth/module.js";
 import type { Registry } from "../registry.js";
-import { bindService, handlersOf, type Authenticator } from "../rpc/binding.js";
+import { bindService, handlersOf, type CallerAuthenticator } from "../rpc/binding.js";
 import { CALLERS, SUCCESS_STATUSES } from "../rpc/surface.js";
-import { StepUpChallenges } from "../stepup/challenges.js";
 import { CodeSender } from "./delivery.js";
 import { KnownSources } from "./known-sources.js";
 import { PasswordChecker, PasswordFailures } from "./password-login.js";
-import { sessionHandlers } from "./service.js";
+import { sessionHandlers, type StepUpTokens } from "./service.js";
 import { sessionAuthenticator, type Caller } from "./tokens.js";
 
 export interface SessionModule extends Module {
   /** The authentication chain of user calls: a session access token whose session is alive. */
-  authenticate: Authenticator<Caller>;
+  authenticate: CallerAuthenticator<Caller>;
   /** Sends login and step-up codes under the session abuse limits. */
   codes: CodeSender;
 }
@@ -23,7 +22,7 @@ export interface SessionModule extends Module {
 /** Users and their sessions: code and password logins, refreshes (a step-up token's among them), logout. */
 export function sessionModule(
   r: Registry,
-  d: { messaging: MessagingModule; apps: AppsModule; oauth: OAuthModule },
+  d: { messaging: MessagingModule; apps: AppsModule; oauth: OAuthModule; stepUpTokens: StepUpTokens },
 ): SessionModule {
   const codes = new CodeSender({
     config: r.config,
@@ -46,7 +45,7 @@ export function sessionModule(
     users: r.users,
     sessions: r.sessions,
     challenges: r.challenges,
-    stepUpTokens: new StepUpChallenges(r.redis, r.keys),
+    stepUpTokens: d.stepUpTokens,
     signingKeys: r.signingKeys,
     keySet: d.oauth.keySet,
     codes,

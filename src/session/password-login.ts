@@ -6,7 +6,7 @@ import { limitSubject } from "../net/cidr.js";
 import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
 import { WindowKeys } from "../otp/window-keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
-import { hashPassword } from "../stepup/password.js";
+import { hashPassword } from "./password.js";
 import type { Identifier } from "./identity.js";
 import { identifierWindows, type LoginSource } from "./known-sources.js";
 import type { User, UserStore } from "./users.js";
@@ -28,7 +28,7 @@ export interface PasswordAttempt {
  * Failed password logins (docs/session-api.md#password-login), in sliding windows per app and
  * identifier (PASSWORD_FAILURES_IDENTIFIER) and per client address across apps
  * (PASSWORD_FAILURES_IP). Unlike the token endpoint's windows, a full window refuses every
- * attempt, right password or wrong (decisions 8.2): someone guessing must not learn, by the
+ * attempt, right password or wrong (docs/session-api.md#abuse-limits): someone guessing must not learn, by the
  * answer, that a guess was right. So each attempt takes a place in the windows before its
  * password is checked (atomically per hash tag: concurrent attempts get at most the limit's worth
  * of checks between them, from any number of processes) and gives them back when the password

@@ -18,11 +18,21 @@ import type { CodeSender } from "./delivery.js";
 import { readToken, type SessionLogin, type SessionStore } from "./sessions.js";
 import { issueSessionToken, userOf } from "./tokens.js";
 import type { UserStore } from "./users.js";
-import type { StepUpChallenges } from "../stepup/challenges.js";
-import { PASSWORD_LENGTH } from "../stepup/password.js";
+import { PASSWORD_LENGTH } from "./password.js";
 import type { Metrics } from "../observability/metrics.js";
 import { invalidCredentials, type PasswordChecker, type PasswordFailures } from "./password-login.js";
 import type { KnownSources } from "./known-sources.js";
+
+/**
+ * The step-up tokens a refresh redeems (docs/session-api.md#step-up-challenge): step-up makes
+ * them and hands this reader to the session module.
+ */
+export interface StepUpTokens {
+  /** The owner and key of a well-formed token; undefined for anything else. */
+  readToken(token: string): { userId: string; key: string } | undefined;
+  /** The session and scope a token is for, while it is unused. */
+  tokenOwner(key: string): Promise<{ sessionId: string; scope: string } | undefined>;
+}
 
 export interface SessionDeps {
   config: Config;
@@ -34,7 +44,7 @@ export interface SessionDeps {
   sessions: SessionStore;
   challenges: ChallengeStore;
   /** The tokens of completed step-ups, redeemed once by a refresh. */
-  stepUpTokens: Pick<StepUpChallenges, "readToken" | "tokenOwner">;
+  stepUpTokens: StepUpTokens;
   signingKeys: SigningKeys;
   /** The published keys, cached, to verify session tokens on every user call. */
   keySet: CachedKeySet;

@@ -1,6 +1,7 @@
 import { jwtVerify } from "jose";
 import { isRedisUnavailable, RingfenceError } from "../errors.js";
-import { callerOf, type Authenticator, type CallContext } from "../rpc/binding.js";
+import { callerOf, keyed, type CallContext, type CallerAuthenticator } from "../rpc/binding.js";
+import { callerKey } from "../rpc/callers.js";
 import { SESSION_TOKEN_TYPE, signAccessToken, type SigningKeys } from "../oauth/keys/signing-keys.js";
 import type { CachedKeySet } from "../oauth/keys/key-set.js";
 import type { SessionLogin, SessionStore } from "./sessions.js";
@@ -105,11 +106,14 @@ export function sessionAuthenticator(deps: {
   keySet: CachedKeySet;
   sessions: SessionStore;
   issuer: string;
-}): Authenticator<Caller> {
-  return (ctx) => authenticateCaller(ctx, deps);
+}): CallerAuthenticator<Caller> {
+  return keyed(SESSION_CALLER, (ctx) => authenticateCaller(ctx, deps));
 }
+
+/** The key a user is found under on a call's context: logged by the session's app id. */
+export const SESSION_CALLER = callerKey<Caller>("session", (c) => `app:${c.appId}`);
 
 /** The user and session of a call (put on the context by `sessionAuthenticator`). */
 export function userOf(ctx: CallContext): Caller {
-  return callerOf(ctx, "session");
+  return callerOf(ctx, SESSION_CALLER);
 }

@@ -11,6 +11,14 @@ import type { StepUpSessionModule } from "./needs.js";
 import { stepUpHandlers } from "./service.js";
 import { StepUpConfigStore } from "./store.js";
 
+/**
+ * The step-up tokens of completed challenges, as a session refresh redeems them (the session
+ * module is built before step-up's, which needs its code sender and user chain).
+ */
+export function stepUpTokens(r: Registry): StepUpChallenges {
+  return new StepUpChallenges(r.redis, r.keys);
+}
+
 /** Step-up: each app's configuration, its decisions (direct or by the app's hook), its challenges. */
 export function stepUpModule(r: Registry, d: { apps: AppsModule; session: StepUpSessionModule }): Module {
   const handlers = stepUpHandlers({

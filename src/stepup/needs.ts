@@ -1,8 +1,14 @@
 import type { CodeSender } from "../session/delivery.js";
 import type { SessionStore } from "../session/sessions.js";
 import type { UserStore } from "../session/users.js";
-import type { Authenticator } from "../rpc/binding.js";
-import type { CallerTypes } from "../rpc/callers.js";
+import type { CallerAuthenticator } from "../rpc/binding.js";
+import type { Caller } from "../session/tokens.js";
+
+/** The user and session of a call, as the session chain put them on its context. */
+export { userOf } from "../session/tokens.js";
+
+/** The password rules and hashing a password change applies. */
+export { checkPasswordPolicy, hashPassword } from "../session/password.js";
 
 /**
  * What step-up needs of the session module, declared in one place: the identity terms it shares,
@@ -30,5 +36,5 @@ export type StepUpCodes = Pick<CodeSender, "send" | "allowSend" | "allowCheck" |
 /** What the session module brings step-up (src/session/module.ts): its code sender and user chain. */
 export interface StepUpSessionModule {
   codes: StepUpCodes;
-  authenticate: Authenticator<CallerTypes["session"]>;
+  authenticate: CallerAuthenticator<Caller>;
 }

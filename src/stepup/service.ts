@@ -6,7 +6,7 @@ import type { OutboundGuard } from "../net/outbound.js";
 import type { RedisClient } from "../redis/client.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { Handlers } from "../rpc/binding.js";
-import { callerOf, noStore } from "../rpc/binding.js";
+import { noStore } from "../rpc/binding.js";
 import type { StepUpServiceService } from "../gen/ringfence/stepup/v1/stepup_service.js";
 import type { AppStore } from "../apps/store.js";
 import { SCOPE } from "../apps/app.js";
@@ -18,10 +18,17 @@ import { fail, toResponse, validateStepUpConfig } from "./config.js";
 import { decide } from "./decide.js";
 import type { DelegationClient } from "./delegation.js";
 import type { StepUpLimits } from "./limits.js";
-import { PASSWORD_SCOPE, type StepUpCodes, type StepUpSessions, type StepUpUsers } from "./needs.js";
+import {
+  checkPasswordPolicy,
+  hashPassword,
+  PASSWORD_SCOPE,
+  userOf,
+  type StepUpCodes,
+  type StepUpSessions,
+  type StepUpUsers,
+} from "./needs.js";
 import { STEP_IDENTIFIER, type Decision } from "./rules.js";
 import type { StepUpConfigStore } from "./store.js";
-import { hashPassword, checkPasswordPolicy } from "./password.js";
 
 export interface StepUpDeps {
   config: Config;
@@ -90,7 +97,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
 
     async requestStepUp(req, ctx) {
       noStore(ctx);
-      const caller = callerOf(ctx, "session");
+      const caller = userOf(ctx);
       const scope = SCOPE.safeParse(req.scope);
       if (!scope.success) throw badField("scope", scope.error.issues[0]?.message ?? "is invalid");
       if (!(await deps.apps.scopes(caller.appId)).includes(scope.data)) {
@@ -189,7 +196,7 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     },
 
     async resetPassword(req, ctx) {
-      const caller = callerOf(ctx, "session");
+      const caller = userOf(ctx);
       const problem = checkPasswordPolicy(req.password);
       if (problem !== undefined) throw badField("password", problem);
       const insufficient = () =>

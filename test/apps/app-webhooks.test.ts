@@ -6,7 +6,7 @@ import { createLogger, type Logger } from "../../src/log.js";
 import { Secrets } from "../../src/crypto/secrets.js";
 import { Keys, type RedisClient } from "../../src/redis/client.js";
 import { RingfenceError } from "../../src/errors.js";
-import { AppStore } from "../../src/apps/store.js";
+import { APP_CALLER, AppStore } from "../../src/apps/store.js";
 import {
   APP_EVENT_TYPES,
   AppWebhooks,
@@ -54,7 +54,7 @@ function asBound<Req, Res>(
   authenticate: Authenticator<StoredApp>,
 ): (req: Req, ctx: CallContext) => Promise<Res> {
   return async (req, ctx) =>
-    handler(req, { ...ctx, caller: { kind: "app", who: await authenticate(ctx, req) } });
+    handler(req, { ...ctx, caller: { key: APP_CALLER, who: await authenticate(ctx, req) } });
 }
 
 async function rejection(p: Promise<unknown>): Promise<RingfenceError> {

@@ -4,7 +4,7 @@ import { status } from "@grpc/grpc-js";
 import { createRemoteJWKSet, decodeJwt, jwtVerify } from "jose";
 import { SessionServiceClient } from "../../src/gen/ringfence/session/v1/session_service.js";
 import { PasswordChecker } from "../../src/session/password-login.js";
-import { hashPassword } from "../../src/stepup/password.js";
+import { hashPassword } from "../../src/session/password.js";
 import { cliEnv, insecure, runCli, startTestApp, unary, type TestApp } from "../support/app.js";
 import { Receiver } from "../support/receivers.js";
 import { rest, type Json, type RestAnswer } from "../support/rest.js";
