@@ -1,8 +1,8 @@
 import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { parseHttpUrl } from "./net/http-url.js";
-import { isMailbox } from "./messaging/email-provider.js";
-import { LINE_TYPES } from "./lookup/line-types.js";
+import { isMailbox } from "./net/email-address.js";
+import { LINE_TYPES } from "./phone/line-types.js";
 import { parseCidrs } from "./net/cidr.js";
 
 const port = z.coerce.number().int().min(0).max(65535);

@@ -86,8 +86,8 @@ export const ERRORS = {
 export type ErrorCode = keyof typeof ERRORS;
 
 /**
- * The codes of the original SDKs' published error list that V1 answers with 400 (decisions
- * section 4, revised). `internal_server_error` is in the SDKs' list too, but keeps 500.
+ * The codes of the original SDKs' published error list that V1 answers with 400
+ * (docs/v1-errors.md#codes-answered-with-400). `internal_server_error` is in the SDKs' list too, but keeps 500.
  */
 export const V1_ERROR_CODES = [
   "account_invalid",

@@ -1,6 +1,6 @@
 import { isSupportedCountry } from "libphonenumber-js/max";
 import { quote } from "../errors.js";
-import { parseE164 } from "../lookup/numbers.js";
+import { parseE164 } from "../phone/e164.js";
 import type { RedisClient } from "../redis/client.js";
 import { FRAUD_MODES, GEO_PERMISSIONS, type FraudMode, type GeoPermission } from "./engine.js";
 import type { FraudKeys } from "./keys.js";

@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
 import { Secrets } from "../crypto/secrets.js";
-import { parseE164 } from "../lookup/numbers.js";
+import { parseE164 } from "../phone/e164.js";
 import { Keys, scanKeys, type RedisClient } from "../redis/client.js";
 import { FRAUD_APIS, FraudEngine, type Destination, type FraudApi, type FraudSettings } from "./engine.js";
 
@@ -166,7 +166,7 @@ function shown(value: unknown): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
-/** What `ringfence fraud simulate` prints; the first six are the contract's (decisions 8.3). */
+/** What `ringfence fraud simulate` prints; the first six are the contract's (docs/fraud.md#try-a-policy-simulate). */
 export interface SimulateReport {
   sends: number;
   blocked: number;

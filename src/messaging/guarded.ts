@@ -1,4 +1,4 @@
-import { parseE164 } from "../lookup/numbers.js";
+import { parseE164 } from "../phone/e164.js";
 import { checkDeadline } from "../observability/calls.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { EmailProvider } from "./email-provider.js";

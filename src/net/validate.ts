@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { quote, RingfenceError } from "../errors.js";
-import { parseE164, type ParsedNumber } from "../lookup/numbers.js";
+import { parseE164, type ParsedNumber } from "../phone/e164.js";
 
 /**
  * The input rules more than one service keeps, written once: http(s) URLs, and E.164 numbers

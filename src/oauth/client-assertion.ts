@@ -5,7 +5,7 @@ import type { ClientKeySets } from "./client-keys.js";
 import type { AuthenticatedClient, ClientStore } from "./clients.js";
 import { CLIENT_ASSERTION_ALGORITHMS } from "./metadata.js";
 
-/** The furthest ahead an assertion's `exp` may be (decisions 8.2). */
+/** The furthest ahead an assertion's `exp` may be (docs/session-api.md#client-assertions). */
 export const MAX_ASSERTION_SECONDS = 300;
 /** Clock difference forgiven between the client and us, on `exp`, `nbf` and `iat`. */
 const CLOCK_SKEW_SECONDS = 30;

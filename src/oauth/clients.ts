@@ -38,7 +38,7 @@ interface StoredClient extends OAuthClient {
   oldSecret?: { hash: string; untilMs: number };
 }
 
-/** The longest an old secret keeps working after a rotation (decisions 8.2). */
+/** The longest an old secret keeps working after a rotation (docs/session-api.md#secret-rotation). */
 export const MAX_GRACE_SECONDS = 86_400;
 
 /**

@@ -17,7 +17,7 @@ const REMEMBERED_FULL = 10_000;
  * failure path only: a client that authenticates costs nothing here. A failure takes a place in
  * each window atomically (take-window.lua), so concurrent wrong secrets, from any number of
  * processes, get at most the limit's worth of 401 between them; once a window is full they get
- * 429. A right secret is served whatever its windows hold (decisions 8.1: a client_id is public
+ * 429. A right secret is served whatever its windows hold (docs/session-api.md#abuse-limits: a client_id is public
  * and an address may be shared, and neither must let anyone lock a client out). A wrong secret
  * meeting a window this process saw full is refused without a round trip until a place frees, so
  * a flood of wrong secrets costs no Redis work each.

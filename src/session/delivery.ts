@@ -16,7 +16,7 @@ import {
 } from "../fraud/engine.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import type { AppStore } from "../apps/store.js";
-import { parseE164 } from "../lookup/numbers.js";
+import { parseE164 } from "../phone/e164.js";
 import { limitSubject } from "../net/cidr.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { SmsProvider } from "../messaging/sms.js";

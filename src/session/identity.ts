@@ -1,6 +1,6 @@
 import { badField } from "../errors.js";
-import { parseE164 } from "../lookup/numbers.js";
-import { isEmailAddress } from "../messaging/email.js";
+import { parseE164 } from "../phone/e164.js";
+import { isEmailAddress } from "../net/email-address.js";
 
 /**
  * The identity terms of the session service, defined once: what identifies a user, how a granted

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { expect } from "chai";
 import type { Destination } from "../../src/fraud/engine.js";
-import { describeNumber, parseE164 } from "../../src/lookup/numbers.js";
+import { describeNumber } from "../../src/lookup/numbers.js";
+import { parseE164 } from "../../src/phone/e164.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { FRAUD_DEFAULTS, frNumber } from "../support/fraud.js";
 

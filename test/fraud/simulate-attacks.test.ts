@@ -7,7 +7,7 @@ import type { SimulateReport } from "../../src/fraud/simulate.js";
 import { runCli } from "../support/app.js";
 import { FRAUD_DEFAULTS, frNumber } from "../support/fraud.js";
 import { fraudScenario, type TrafficRecord } from "../support/fraud-scenario.js";
-import { parseE164 } from "../../src/lookup/numbers.js";
+import { parseE164 } from "../../src/phone/e164.js";
 import { countriesWith, mobiles } from "../support/phones.js";
 import { testRedisUrl } from "../support/hooks.js";
 

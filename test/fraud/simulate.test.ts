@@ -15,7 +15,8 @@ import {
   scenarioJsonl,
   type TrafficRecord,
 } from "../support/fraud-scenario.js";
-import { describeNumber, parseE164 } from "../../src/lookup/numbers.js";
+import { describeNumber } from "../../src/lookup/numbers.js";
+import { parseE164 } from "../../src/phone/e164.js";
 import { networkOf } from "../../src/fraud/engine.js";
 import { parseTraffic, TrafficError, type SimulateReport } from "../../src/fraud/simulate.js";
 

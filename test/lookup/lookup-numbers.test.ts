@@ -5,16 +5,9 @@ import { expect } from "chai";
 import { getExampleNumber, parsePhoneNumberFromString, type NumberType } from "libphonenumber-js/max";
 import examples from "libphonenumber-js/examples.mobile.json" with { type: "json" };
 
-import {
-  LINE_TYPES,
-  NUMBER_TYPE_LINE_TYPES,
-  describeNumber,
-  isLineType,
-  lineTypeOf,
-  parseE164,
-  preloadNumberData,
-  type ParsedNumber,
-} from "../../src/lookup/numbers.js";
+import { describeNumber, preloadNumberData } from "../../src/lookup/numbers.js";
+import { NUMBER_TYPE_LINE_TYPES, lineTypeOf, parseE164, type ParsedNumber } from "../../src/phone/e164.js";
+import { LINE_TYPES, isLineType } from "../../src/phone/line-types.js";
 
 function parsed(e164: string): ParsedNumber {
   const result = parseE164(e164);

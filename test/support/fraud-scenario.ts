@@ -1,7 +1,7 @@
 // A labelled traffic scenario for the fraud engine: the lines `ringfence fraud simulate` replays
 // (docs/fraud.md#try-a-policy-simulate), also meant to be driven over the real API. Deterministic:
 // the same options give the same records, from a seeded PRNG, with no I/O and no clock.
-import { parseE164 } from "../../src/lookup/numbers.js";
+import { parseE164 } from "../../src/phone/e164.js";
 
 /** One send, as a line of the simulate file. */
 export interface TrafficRecord {

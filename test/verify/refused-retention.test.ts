@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { expect } from "chai";
 import type { RedisClient } from "../../src/redis/client.js";
-import { parseE164 } from "../../src/lookup/numbers.js";
+import { parseE164 } from "../../src/phone/e164.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { Receiver, SmsReceiver } from "../support/receivers.js";
 import { rest, type Json, type RestAnswer } from "../support/rest.js";

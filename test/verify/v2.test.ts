@@ -17,7 +17,7 @@ import {
 } from "../../src/errors.js";
 import { V2_BLOCK_REASONS, V2_CHANNELS, V2_CHECK_STATUSES, V2_CREATE_STATUSES } from "../../src/verify/v2.js";
 import { V2_LINE_TYPES, V2_LOOKUP_FLAGS } from "../../src/lookup/v2.js";
-import { LINE_TYPES } from "../../src/lookup/line-types.js";
+import { LINE_TYPES } from "../../src/phone/line-types.js";
 import { V2_EVENT_TYPES } from "../../src/verify/model.js";
 import { authUuidOfVerification, verificationId } from "../../src/verify/events.js";
 import { verifyWebhook } from "../../src/webhooks/signature.js";
