@@ -5,4 +5,5 @@
 import { startTracing } from "./observability/tracing.js";
 
 if (process.argv[2] === "serve") await startTracing();
-await import("./commands.js");
+const { runCommandLine } = await import("./commands.js");
+await runCommandLine();

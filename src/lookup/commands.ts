@@ -3,7 +3,7 @@ import { Worker } from "node:worker_threads";
 import { Command } from "commander";
 import { IMPORT_COLUMNS } from "./import-format.js";
 import type { ImportMessage } from "./import-worker.js";
-import { documented, print, UsageError } from "../cli/support.js";
+import { documented, print, UsageError } from "../command/command.js";
 
 /** Young generation of the import's worker (V8's default grows to 48 MB under a fast allocator). */
 const IMPORT_YOUNG_GENERATION_MB = 4;

@@ -1,7 +1,7 @@
 /** `ringfence keys`: the keys that sign tokens (docs/cli.md). */
 import { Command } from "commander";
 import type { RedisSigningKeys } from "./keys/signing-keys.js";
-import { documented, print, type OpenStores } from "../cli/support.js";
+import { documented, print, type OpenStores } from "../command/command.js";
 
 /** What the key commands use of the shared stores. */
 export interface KeyCommandNeeds {
