@@ -1,6 +1,7 @@
 /**
- * Writes docs/settings.md from the config schema and SETTING_DOCS in src/config.ts (`npm run
- * generate`); test/config-docs.test.ts fails when the committed file is stale.
+ * Writes docs/settings.md from every settings slice (`src/<domain>/settings.ts`, `src/settings/`),
+ * as src/config.ts assembles them (`npm run generate`); test/config-docs.test.ts fails when the
+ * committed file is stale.
  */
 import { writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";

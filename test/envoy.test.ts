@@ -19,6 +19,7 @@ import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { expect } from "chai";
 import { parse } from "yaml";
 import { ERRORS, V2_ERROR_CODES, V2_ERROR_TYPES } from "../src/errors.js";
+import { SERVICES } from "../src/surfaces.js";
 
 /**
  * envoy/envoy.yaml checked without an Envoy binary: against Envoy's own API protos (shipped by
@@ -441,5 +442,20 @@ describe("envoy/envoy.yaml", function () {
       expect(known[code], code).to.not.equal(undefined);
     }
     expect(source).to.include('"https://docs.ringfence.dev/errors#"');
+  });
+
+  it("wraps in the V2 body exactly the V2 areas the domains declare (src/<domain>/surface.ts)", function () {
+    const body = /local function is_v2\(path\)([\s\S]*?)\n\s*end\n/.exec(luaSource(config))?.[1] ?? "";
+    const clauses = [
+      ...body.matchAll(/p == "\/v2\/([a-z_-]+)" or p:sub\(1, (\d+)\) == "\/v2\/([a-z_-]+)\/"/g),
+    ];
+    const areas = clauses.map(([, exact, length, below]) => {
+      // `/v2/<area>` itself, and every path below it: the prefix's length counted right.
+      expect(below, exact).to.equal(exact);
+      expect(Number(length), exact).to.equal(`/v2/${exact ?? ""}/`.length);
+      return exact;
+    });
+    expect(body.match(/ or p/g)?.length ?? 0, "clauses of is_v2").to.equal(2 * areas.length - 1);
+    expect(areas.sort()).to.deep.equal(SERVICES.flatMap((s) => s.v2Areas).sort());
   });
 });

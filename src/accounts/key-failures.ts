@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { refusedBy, RingfenceError } from "../errors.js";
 import { limitSubject } from "../net/cidr.js";
 import { takeWindows, tooManyAttempts, type WindowRule } from "../otp/code.js";
-import { WindowKeys } from "../otp/window-keys.js";
+import { WindowKeys } from "../otp/keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Authenticator } from "../rpc/binding.js";
 import type { StoredAccount } from "./account.js";

@@ -1,4 +1,5 @@
 import type { Keys } from "../redis/client.js";
+import { changeChannel } from "../redis/keys.js";
 
 /** Every key of the accounts domain (names stay as stored: existing data keeps working). */
 export class AccountKeys {
@@ -26,6 +27,6 @@ export class AccountKeys {
 
   /** The channel on which account changes are announced to the caches. */
   changes(): string {
-    return this.keys.key("changed", "accounts");
+    return changeChannel(this.keys, "accounts");
   }
 }

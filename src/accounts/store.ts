@@ -62,10 +62,6 @@ export class RedisAccountStore implements AccountStore {
     this.changes = this.keys.changes();
   }
 
-  private key(customerUuid: string): string {
-    return this.keys.account(customerUuid);
-  }
-
   async create(input: NewAccountInput): Promise<CreatedAccount> {
     const customerUuid = randomUUID();
     const apiKey = newSecret("rfk");
@@ -84,7 +80,7 @@ export class RedisAccountStore implements AccountStore {
       apiKeyHash: this.secrets.hash(API_KEY_PURPOSE, apiKey),
       webhookSecretSealed: this.secrets.encrypt(webhookSecret),
     };
-    await this.redis.hset(this.key(customerUuid), {
+    await this.redis.hset(this.keys.account(customerUuid), {
       name: account.name,
       status: account.status,
       balance_micros: account.balanceMicros,
@@ -141,7 +137,7 @@ export class RedisAccountStore implements AccountStore {
   }
 
   async get(customerUuid: string): Promise<StoredAccount | undefined> {
-    const h = await this.redis.hgetall(this.key(customerUuid));
+    const h = await this.redis.hgetall(this.keys.account(customerUuid));
     if (h.api_key_hash === undefined) return undefined;
     return {
       customerUuid,
@@ -190,7 +186,7 @@ export class RedisAccountStore implements AccountStore {
     const argv = { op, value, language, text };
     const [status, updated] = (await updateAccount.run(
       this.redis,
-      { account: this.key(customerUuid) },
+      { account: this.keys.account(customerUuid) },
       argv,
     )) as ["updated" | "not_found", string?];
     if (status !== "updated") return undefined;

@@ -23,7 +23,7 @@ export function appsModule(r: Registry, webhooks: WebhooksModule): AppsModule {
   );
   // Streams must outlive the longest retry window of the outbox.
   const events = new AppWebhooks(r.redis, r.keys, r.secrets, webhooks.outbox, r.log, {
-    streamTtlMs: Math.max(25 * 3_600_000, r.config.WEBHOOK_GIVE_UP_MS + 3_600_000),
+    streamTtlMs: Math.max(25 * 3_600_000, webhooks.giveUpAfterMs + 3_600_000),
   });
   return {
     name: "apps",

@@ -5,20 +5,21 @@ import { RingfenceError } from "../errors.js";
 import { callerOf, type Authenticator, type CallContext } from "../rpc/binding.js";
 import { callerKey } from "../rpc/callers.js";
 import { APP_ID, type StoredApp } from "./app.js";
+import { AppKeys } from "./keys.js";
 
 export const MANAGEMENT_KEY_PURPOSE = "app-management-key";
 const UNKNOWN_HASH = "0".repeat(64);
 
 /** Apps in Redis: `app:{<app_id>}` (hash) and `app:{<app_id>}:scopes` (set), one slot per app. */
 export class AppStore {
+  private readonly keys: AppKeys;
+
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
+    keys: Keys,
     private readonly secrets: Secrets,
-  ) {}
-
-  private key(appId: string, ...suffix: string[]): string {
-    return this.keys.key("app", appId, ...suffix);
+  ) {
+    this.keys = new AppKeys(keys);
   }
 
   async create(name: string): Promise<{ app: StoredApp; managementApiKey: string }> {
@@ -30,7 +31,7 @@ export class AppStore {
       createdAt: new Date().toISOString(),
       managementKeyHash: this.secrets.hash(MANAGEMENT_KEY_PURPOSE, managementApiKey),
     };
-    await this.redis.hset(this.key(appId), {
+    await this.redis.hset(this.keys.app(appId), {
       name,
       created_at: app.createdAt,
       management_key_hash: app.managementKeyHash,
@@ -40,7 +41,7 @@ export class AppStore {
 
   async get(appId: string): Promise<StoredApp | undefined> {
     if (!APP_ID.safeParse(appId).success) return undefined;
-    const h = await this.redis.hgetall(this.key(appId));
+    const h = await this.redis.hgetall(this.keys.app(appId));
     if (h.management_key_hash === undefined) return undefined;
     return {
       appId,
@@ -52,21 +53,21 @@ export class AppStore {
 
   /** Adds a scope (idempotently) and returns the app's scopes, sorted. */
   async addScope(appId: string, scope: string): Promise<string[]> {
-    await this.redis.sadd(this.key(appId, "scopes"), scope);
+    await this.redis.sadd(this.keys.scopes(appId), scope);
     return this.scopes(appId);
   }
 
   async scopes(appId: string): Promise<string[]> {
-    return (await this.redis.smembers(this.key(appId, "scopes"))).sort();
+    return (await this.redis.smembers(this.keys.scopes(appId))).sort();
   }
 
   /** Counts one login or step-up message sent for the app (`ringfence apps show`). */
   async countMessage(appId: string, channel: "sms" | "email"): Promise<void> {
-    await this.redis.hincrby(this.key(appId, "messages"), `${channel}_sent`, 1);
+    await this.redis.hincrby(this.keys.messages(appId), `${channel}_sent`, 1);
   }
 
   async messageCounts(appId: string): Promise<{ sms_sent: number; email_sent: number }> {
-    const h = await this.redis.hgetall(this.key(appId, "messages"));
+    const h = await this.redis.hgetall(this.keys.messages(appId));
     return { sms_sent: Number(h.sms_sent ?? 0), email_sent: Number(h.email_sent ?? 0) };
   }
 

@@ -12,9 +12,11 @@ import type {
   CreateAppWebhookRequest,
   CreateAppWebhookResponse,
 } from "../gen/ringfence/session/v1/session_service.js";
-import { newEnvelope, outboxKeys, secretRef, STREAM_LIBRARY } from "../webhooks/stream.js";
+import { outboxKeys } from "../webhooks/keys.js";
+import { newEnvelope, secretRef, STREAM_LIBRARY } from "../webhooks/stream.js";
 import { httpUrlField, NOT_HTTP_URL } from "../net/validate.js";
 import { APP_ID } from "./app.js";
+import { AppKeys } from "./keys.js";
 import { appOf } from "./store.js";
 
 /** The event types an app webhook may subscribe to (docs/session-api.md#app-webhooks). */
@@ -106,7 +108,7 @@ export async function appWebhookSecret(
     return undefined;
   }
   if (!APP_ID.safeParse(appId).success || !SUB_ID.test(subId)) return undefined;
-  const raw = await redis.hget(subscriptionsKey(keys, appId), subId);
+  const raw = await redis.hget(new AppKeys(keys).webhooks(appId), subId);
   const sub = raw === null ? undefined : parseStored(raw);
   return sub === undefined ? undefined : secrets.decrypt(sub.secret_sealed);
 }
@@ -123,6 +125,7 @@ export async function appWebhookSecret(
  */
 export class AppWebhooks implements AppEvents {
   private readonly streamTtlMs: number;
+  private readonly appKeys: AppKeys;
 
   constructor(
     private readonly redis: RedisClient,
@@ -133,6 +136,7 @@ export class AppWebhooks implements AppEvents {
     options: AppWebhooksOptions = {},
   ) {
     this.streamTtlMs = options.streamTtlMs ?? DEFAULT_STREAM_TTL_MS;
+    this.appKeys = new AppKeys(keys);
   }
 
   /** Subscribes a URL to event types of an app; the answer holds the signing secret, shown once. */
@@ -148,7 +152,7 @@ export class AppWebhooks implements AppEvents {
       secret_sealed: this.secrets.encrypt(secret),
       created_at: new Date().toISOString(),
     };
-    await this.redis.hset(subscriptionsKey(this.keys, appId), id, JSON.stringify(record));
+    await this.redis.hset(this.appKeys.webhooks(appId), id, JSON.stringify(record));
     return { id, url, events, secret };
   }
 
@@ -166,7 +170,7 @@ export class AppWebhooks implements AppEvents {
     const log = call?.log ?? this.log;
     try {
       if (!APP_ID.safeParse(appId).success) return;
-      const subs = await this.redis.hgetall(subscriptionsKey(this.keys, appId));
+      const subs = await this.redis.hgetall(this.appKeys.webhooks(appId));
       const envelope = newEnvelope({
         type,
         payload,
@@ -249,11 +253,11 @@ export class AppWebhooks implements AppEvents {
   }
 
   private genKey(appId: string, subId: string): string {
-    return this.keys.key(APP_WEBHOOK_REF_KIND, appId, subId, "gen");
+    return this.appKeys.webhookGeneration(appId, subId);
   }
 
   private streamOf(appId: string, subId: string, gen: number): string {
-    return this.keys.key(APP_WEBHOOK_REF_KIND, appId, subId, "events", String(gen));
+    return this.appKeys.webhookStream(appId, subId, gen);
   }
 }
 
@@ -275,10 +279,6 @@ export function createAppWebhookHandler(
     ctx.setHeader("cache-control", "no-store");
     return { id: created.id, url: created.url, events: created.events, secret: created.secret };
   };
-}
-
-function subscriptionsKey(keys: Keys, appId: string): string {
-  return keys.key("app", appId, "webhooks");
 }
 
 function parseStored(raw: string): StoredWebhook | undefined {

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
-import { ConfigError } from "../config.js";
+import { ConfigError } from "../settings/define.js";
 import type { Keys, RedisClient } from "../redis/client.js";
+import { secretsCheckKey } from "./keys.js";
 import type { Secrets } from "./secrets.js";
 
 /**
@@ -16,7 +17,7 @@ export async function checkSecretsKey(
   secrets: Secrets,
   options: { prefix: string; opensStoredData: () => Promise<boolean> },
 ): Promise<void> {
-  const key = keys.key("secrets", "check");
+  const key = secretsCheckKey(keys);
   let stored = await redis.get(key);
   if (stored === null) {
     if (!(await options.opensStoredData())) throw mismatch(options.prefix);

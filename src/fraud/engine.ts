@@ -1,5 +1,4 @@
 import { isIP } from "node:net";
-import type { Config } from "../config.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { Logger } from "../log.js";
 import { errorMessage } from "../log.js";
@@ -10,6 +9,7 @@ import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
 import { limitSubject, normalizeAddress, sourceNetwork } from "../net/cidr.js";
 import { FraudKeys } from "./keys.js";
+import type { FraudSettings } from "./settings.js";
 
 /** The APIs whose sends the engine judges (decision records' `api`, the metrics' label). */
 export const FRAUD_APIS = ["v1", "v2", "session"] as const;
@@ -159,25 +159,7 @@ export function fraudRules(config: FraudSettings): FraudRules {
   };
 }
 
-export type FraudSettings = Pick<
-  Config,
-  | "FRAUD_WINDOW_SECONDS"
-  | "FRAUD_NEW_DESTINATION_SENDS"
-  | "FRAUD_NEW_DESTINATION_BUDGET"
-  | "FRAUD_BASELINE_DAYS"
-  | "FRAUD_BASELINE_SHARE"
-  | "FRAUD_CONVERSION_CREDIT"
-  | "FRAUD_GRACE_SECONDS"
-  | "FRAUD_CONVERSION_MIN_SENDS"
-  | "FRAUD_CONVERSION_DROP"
-  | "FRAUD_PREFIX_DIGITS"
-  | "FRAUD_DECISIONS_MAX"
-  | "FRAUD_RETURNING_DAYS"
-  | "FRAUD_SOURCE_SENDS"
-  | "FRAUD_SOURCE_COUNTRIES"
-  | "FRAUD_SOURCE_SHARE"
-  | "FRAUD_COUNTRY_SPREAD"
->;
+export type { FraudSettings } from "./settings.js";
 
 /**
  * Where a send was asked from, as its API tells (V1 `ip` and `device_id`, V2 `signals.ip` and

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { Keys } from "../redis/client.js";
 
 /** Every key of the fraud engine, all under the tenant's hash tag (docs/fraud.md#what-redis-keeps). */
@@ -55,4 +56,9 @@ export class FraudKeys {
   sent(tenant: string, e164: string): string {
     return this.keys.key("fraud", tenant, "sent", e164);
   }
+}
+
+/** The Redis namespace of one simulation (`ringfence fraud simulate`): `<REDIS_KEY_PREFIX>sim:<random>:`. */
+export function simulationPrefix(keyPrefix: string): string {
+  return `${keyPrefix}sim:${randomBytes(8).toString("hex")}:`;
 }

@@ -5,14 +5,14 @@ import { badField, refusedBy } from "../errors.js";
 import { FraudServiceService } from "../gen/ringfence/verify/v2/fraud_service.js";
 import type { Module } from "../lifecycle/module.js";
 import { takeWindows, tooManyAttempts, type WindowRule } from "../otp/code.js";
-import { WindowKeys } from "../otp/window-keys.js";
+import { WindowKeys } from "../otp/keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Registry } from "../registry.js";
 import { bindService, type Handlers } from "../rpc/binding.js";
-import { CALLERS } from "../rpc/surface.js";
 import { FraudInsights } from "./insights.js";
 import { AccountLanes } from "./lanes.js";
 import { FraudInputError } from "./policy.js";
+import { FRAUD_V2 } from "./surface.js";
 
 /** The setting that limits an account's reads of its reports, named in refusals. */
 export const REPORTS_LIMIT_SETTING = "REPORTS_LIMIT_ACCOUNT";
@@ -128,9 +128,8 @@ export function fraudModule(r: Registry, accounts: AccountsModule): Module {
   return {
     name: "fraud",
     bindings: [
-      bindService(FraudServiceService, fraudHandlers(insights, allowRead), {
-        dialect: "v2",
-        callers: CALLERS["ringfence.verify.v2.FraudService"],
+      bindService(FRAUD_V2.definition, fraudHandlers(insights, allowRead), {
+        ...FRAUD_V2.surface,
         authenticators: { account: accounts.bearer },
       }),
     ],

@@ -225,16 +225,11 @@ class ConversionQueue {
   }
 }
 
-/** The Redis namespace of one simulation: `<REDIS_KEY_PREFIX>sim:<random>:`. */
-export function simulationPrefix(keyPrefix: string): string {
-  return `${keyPrefix}sim:${randomBytes(8).toString("hex")}:`;
-}
-
 /**
  * Replays checked traffic through the engine, in time order, each send judged at its own `at`
  * (judge.lua, as session codes are judged) and each code entered at `at + verified_after_s` when
  * its send was not blocked (convert.lua), between the sends in time order. Every key lives under
- * `prefix` (see simulationPrefix), all of them deleted when the run ends, failed or not.
+ * `prefix` (see simulationPrefix in keys.ts), all of them deleted when the run ends, failed or not.
  */
 export async function simulate(
   traffic: readonly TrafficLine[],

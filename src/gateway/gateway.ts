@@ -16,9 +16,9 @@ import { requestDeadline } from "./deadline.js";
 import { decodeRequest, firstHeader, readBody } from "./request.js";
 import {
   buildRoutes,
-  dialectOfPath,
   exactRoutes,
   matchRoute,
+  pathDialects,
   type Route,
   type RouteMatch,
   type RouteMiss,
@@ -35,6 +35,13 @@ export interface GatewayDeps extends InvokeDeps {
   contract: Contract;
   /** Whether the service can do its work now (Redis reachable), for `GET /readyz`. */
   ready: () => Promise<boolean>;
+}
+
+/** The routes of the served bindings, and the error family of a path none takes: built once, at start. */
+interface Routing {
+  readonly routes: readonly Route[];
+  readonly exact: ReadonlyMap<string, RouteMatch>;
+  readonly dialectOfPath: (path: string) => ErrorDialect;
 }
 
 /** One request past its health check: what every later step needs of it. */
@@ -64,8 +71,8 @@ export const OPENAPI_PATH = "/openapi.json";
  */
 export function createGateway(bindings: readonly ServiceBinding[], deps: GatewayDeps): Server {
   const routes = buildRoutes(bindings, deps.contract);
-  const exact = exactRoutes(routes);
-  // The REST surface's OpenAPI document, built once from the same contract, on first request.
+  const routing: Routing = { routes, exact: exactRoutes(routes), dialectOfPath: pathDialects(bindings) };
+  // The REST surface's OpenAPI document, built once from the same contract and bindings, on first request.
   let document: string | undefined;
   const server = createServer(
     {
@@ -78,7 +85,7 @@ export function createGateway(bindings: readonly ServiceBinding[], deps: Gateway
         req.method === "GET" &&
         (req.url === OPENAPI_PATH || req.url?.startsWith(`${OPENAPI_PATH}?`) === true)
       ) {
-        document ??= JSON.stringify(buildDocument(deps.contract));
+        document ??= JSON.stringify(buildDocument(deps.contract, bindings));
         res.setHeader(REQUEST_ID_HEADER, requestIdOf(firstHeader(req, REQUEST_ID_HEADER)));
         send(res, 200, document, "application/json", { "cache-control": "public, max-age=300" });
         return;
@@ -91,7 +98,7 @@ export function createGateway(bindings: readonly ServiceBinding[], deps: Gateway
         } else res.destroy();
       };
       try {
-        handle(routes, exact, deps, req, res, fail);
+        handle(routing, deps, req, res, fail);
       } catch (err) {
         fail(err);
       }
@@ -105,8 +112,7 @@ export function createGateway(bindings: readonly ServiceBinding[], deps: Gateway
  * the body's last byte and the answer (docs/benchmark.md#what-a-call-pays-for-on-node-20).
  */
 function handle(
-  routes: readonly Route[],
-  exact: ReadonlyMap<string, RouteMatch>,
+  routing: Routing,
   deps: GatewayDeps,
   req: IncomingMessage,
   res: ServerResponse,
@@ -126,9 +132,9 @@ function handle(
     return;
   }
   const call: Call = { deps, req, res, fail, requestId, startedAt, deadlineMs };
-  const match = matchRoute(routes, exact, verb, rawPath);
+  const match = matchRoute(routing.routes, routing.exact, verb, rawPath);
   if ("error" in match) {
-    refuseUnrouted(call, match, rawPath);
+    refuseUnrouted(call, match, rawPath, routing.dialectOfPath);
     return;
   }
   const { route } = match;
@@ -165,7 +171,12 @@ function answerHealth(
 }
 
 /** Refuses a request no route takes, in the family of the route it nearly took, or of its path. */
-function refuseUnrouted(call: Call, miss: RouteMiss, path: string): void {
+function refuseUnrouted(
+  call: Call,
+  miss: RouteMiss,
+  path: string,
+  dialectOfPath: (path: string) => ErrorDialect,
+): void {
   const { route, error } = miss;
   if (route === undefined) refuse(call, undefined, dialectOfPath(path), error, {});
   else refuse(call, route, route.binding.dialectOf(route.method), error, route.binding.headers);

@@ -139,11 +139,20 @@ export function matchRoute(
 }
 
 /**
- * The error family of a path no route matched (docs/gateway.md#unknown-routes-and-methods): V1 paths take
- * the V1 body, the V2 verify, lookup, insights and fraud paths the V2 body, everything else the session body.
+ * The error family of a path no route matched (docs/gateway.md#unknown-routes-and-methods), built
+ * once from the bindings served: V1 paths take the V1 body, the areas the bindings declare as V2
+ * (`/v2/<area>` and below) the V2 body, everything else the session body.
  */
-export function dialectOfPath(path: string): ErrorDialect {
-  if (/^\/v1\/(?!session\/)/.test(path)) return "v1";
-  if (/^\/v2\/(verification|lookup|insights|fraud)(\/|$)/.test(path)) return "v2";
-  return "session";
+export function pathDialects(
+  bindings: readonly Pick<ServiceBinding, "v2Areas">[],
+): (path: string) => ErrorDialect {
+  const areas = [...new Set(bindings.flatMap((b) => b.v2Areas))];
+  const odd = areas.find((a) => !/^[a-z][a-z0-9_-]*$/.test(a));
+  if (odd !== undefined) throw new Error(`V2 area ${JSON.stringify(odd)} is not one plain path segment`);
+  const v2 = areas.length === 0 ? undefined : new RegExp(`^/v2/(${areas.join("|")})(/|$)`);
+  return (path) => {
+    if (/^\/v1\/(?!session\/)/.test(path)) return "v1";
+    if (v2?.test(path) === true) return "v2";
+    return "session";
+  };
 }

@@ -7,7 +7,7 @@ import { startAdmin, type AdminServer } from "../observability/admin.js";
 import { allOf, type CallObserver } from "../observability/calls.js";
 import { requestLog } from "../observability/request-log.js";
 import { createRedis, reportRedisErrors } from "../redis/client.js";
-import type { Config } from "../config.js";
+import type { SharedSettings } from "../settings/shared.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { RedisClient } from "../redis/client.js";
@@ -17,7 +17,7 @@ import { RedisWatchdog, within } from "./watchdog.js";
 
 /** What the lifecycle takes of the process's shared parts (src/registry.ts holds them all). */
 export interface Essentials {
-  config: Config;
+  config: SharedSettings;
   log: Logger;
   redis: RedisClient;
   metrics: Metrics;

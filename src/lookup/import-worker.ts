@@ -7,8 +7,8 @@
 import { createReadStream } from "node:fs";
 import { once } from "node:events";
 import { parentPort, workerData } from "node:worker_threads";
-import { loadConfig } from "../config.js";
-import { connectRedis, createRedis, Keys } from "../redis/client.js";
+import { connectRedis, createRedis, keyPrefix, Keys } from "../redis/client.js";
+import { loadSettings } from "../settings/load.js";
 import { ImportError, readImport, RedisLookupData } from "./lookup-data.js";
 
 /** What the worker tells the CLI: progress, then one end. */
@@ -50,14 +50,15 @@ async function run(): Promise<number> {
     checked(rows);
   }
   checked(rows, true);
-  const config = loadConfig();
+  // The command checked every setting before it started this thread: Redis is all it needs.
+  const config = loadSettings([]);
   const redis = createRedis(config);
   // Its failures end the import, reported by the command in its one line: nothing else to say
   // (without a listener ioredis would print each error's stack).
   redis.on("error", () => undefined);
   try {
     await connectRedis(redis);
-    const data = new RedisLookupData(redis, new Keys(config.REDIS_KEY_PREFIX));
+    const data = new RedisLookupData(redis, new Keys(keyPrefix(config)));
     const written = ticker("written", rows);
     const n = await data.putAll(readImport(await open()), (w) => {
       written(w);

@@ -6,6 +6,7 @@ import { ALL_ENTRIES, announceChange, WatchedCache } from "../redis/watched-cach
 import { parseE164 } from "../phone/e164.js";
 import { isLineType, type LineType } from "../phone/line-types.js";
 import { ImportError, IMPORT_COLUMNS } from "./import-format.js";
+import { LookupKeys } from "./keys.js";
 
 export { ImportError, IMPORT_COLUMNS };
 
@@ -55,20 +56,18 @@ export class RedisLookupData implements LookupDataSource {
   private readonly completeKey: string;
   private readonly kept: WatchedCache<KeptPrefixes>;
   private last: KeptPrefixes | undefined;
+  private readonly keys: LookupKeys;
 
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
+    keys: Keys,
   ) {
-    this.changes = keys.key("changed", "numbers");
-    this.prefixesKey = keys.key("numovr", "prefixes");
-    this.versionKey = keys.key("numovr", "prefixes", "version");
-    this.completeKey = keys.key("numovr", "prefixes", "complete");
+    this.keys = new LookupKeys(keys);
+    this.changes = this.keys.changes();
+    this.prefixesKey = this.keys.overridePrefixes();
+    this.versionKey = this.keys.overridePrefixesVersion();
+    this.completeKey = this.keys.overridePrefixesComplete();
     this.kept = new WatchedCache(this.changes, { maxAgeMs: OVERRIDE_PREFIXES_MAX_AGE_MS, maxEntries: 1 });
-  }
-
-  private key(e164: string): string {
-    return this.keys.key("num", e164);
   }
 
   async mayOverrideSpam(e164: string): Promise<boolean> {
@@ -100,7 +99,7 @@ export class RedisLookupData implements LookupDataSource {
   async completeOverridePrefixes(): Promise<number> {
     if ((await this.redis.get(this.completeKey)) === "1") return 0;
     let read = 0;
-    for await (const keys of scanKeys(this.redis, this.keys.key("num", "*"), 500)) {
+    for await (const keys of scanKeys(this.redis, this.keys.allNumbers(), 500)) {
       const prefixes = new Set<string>();
       for (const key of keys) {
         const e164 = /\{([^}]*)\}$/.exec(key)?.[1];
@@ -122,7 +121,7 @@ export class RedisLookupData implements LookupDataSource {
   }
 
   async get(e164: string): Promise<NumberRecord | undefined> {
-    const h = await this.redis.hgetall(this.key(e164));
+    const h = await this.redis.hgetall(this.keys.number(e164));
     if (Object.keys(h).length === 0) return undefined;
     const record: NumberRecord = {};
     if (h.number_ported !== undefined) record.numberPorted = h.number_ported === "1";
@@ -141,7 +140,7 @@ export class RedisLookupData implements LookupDataSource {
     const writes: [string, Record<string, string>][] = [];
     for (const [e164, r] of records) {
       const fields = storedFields(r);
-      if (Object.keys(fields).length > 0) writes.push([this.key(e164), fields]);
+      if (Object.keys(fields).length > 0) writes.push([this.keys.number(e164), fields]);
     }
     // The prefixes first: a send that reads a record not written yet finds what was there before.
     const prefixes = new Set<string>();
@@ -170,7 +169,7 @@ export class RedisLookupData implements LookupDataSource {
       await Promise.all(
         batch.flatMap(([e164, r]) => {
           const fields = storedFields(r);
-          return Object.keys(fields).length === 0 ? [] : [this.redis.hset(this.key(e164), fields)];
+          return Object.keys(fields).length === 0 ? [] : [this.redis.hset(this.keys.number(e164), fields)];
         }),
       );
       written += batch.length;

@@ -1,14 +1,12 @@
 import type { AccountsModule } from "../accounts/module.js";
-import { LookupServiceService } from "../gen/ringfence/lookup/v1/lookup_service.js";
-import { LookupServiceService as LookupV2Service } from "../gen/ringfence/lookup/v2/lookup_service.js";
 import type { Module } from "../lifecycle/module.js";
 import { errorMessage } from "../log.js";
 import type { Registry } from "../registry.js";
 import { bindService } from "../rpc/binding.js";
-import { CALLERS } from "../rpc/surface.js";
 import { v1ServiceOptions } from "../v1/deprecation.js";
 import { preloadNumberData } from "./numbers.js";
 import { lookupHandlers } from "./service.js";
+import { LOOKUP_V1, LOOKUP_V2 } from "./surface.js";
 import { lookupV2Handlers } from "./v2.js";
 
 /**
@@ -21,15 +19,14 @@ export function lookupModule(r: Registry, accounts: AccountsModule): Module {
   return {
     name: "lookup",
     bindings: [
-      bindService(LookupServiceService, lookupHandlers(deps), {
+      bindService(LOOKUP_V1.definition, lookupHandlers(deps), {
+        ...LOOKUP_V1.surface,
         ...v1ServiceOptions(r.config, "lookup"),
-        callers: CALLERS["ringfence.lookup.v1.LookupService"],
         // A lookup names its customer in a header: GET has no body.
         authenticators: { account: accounts.customer((_req, ctx) => ctx.header("customer-uuid")) },
       }),
-      bindService(LookupV2Service, lookupV2Handlers(deps), {
-        dialect: "v2",
-        callers: CALLERS["ringfence.lookup.v2.LookupService"],
+      bindService(LOOKUP_V2.definition, lookupV2Handlers(deps), {
+        ...LOOKUP_V2.surface,
         authenticators: { account: accounts.bearer },
       }),
     ],

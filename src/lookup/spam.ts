@@ -1,4 +1,4 @@
-import type { Config } from "../config.js";
+import type { LookupSettings } from "./settings.js";
 import type { LookupDataSource } from "./lookup-data.js";
 import type { ParsedNumber } from "../phone/e164.js";
 import { describeNumber, type NumberFacts } from "./numbers.js";
@@ -12,7 +12,7 @@ import { describeNumber, type NumberFacts } from "./numbers.js";
  * for the fraud engine).
  */
 export async function screenNumber(
-  rules: Pick<Config, "SPAM_LINE_TYPES" | "SPAM_DISPOSABLE">,
+  rules: Pick<LookupSettings, "SPAM_LINE_TYPES" | "SPAM_DISPOSABLE">,
   data: LookupDataSource,
   phone: ParsedNumber,
 ): Promise<{ rule: "SPAM_LINE_TYPES" | "SPAM_DISPOSABLE" | undefined; facts: NumberFacts }> {

@@ -41,6 +41,18 @@ export function createSmsProvider(cfg: SmsProviderConfig, log: Logger, gate?: Sh
   return gateSends(provider, timeoutMs, gate);
 }
 
+/**
+ * The longest a send through the chosen provider may take, each provider by its own timeout: the
+ * log provider is counted as the HTTP one, as holds always have (docs/verify.md#charges-through-faults).
+ */
+export function longestSmsSendMs(
+  cfg: Pick<SmsProviderConfig, "SMS_PROVIDER" | "SMS_HTTP_TIMEOUT_MS" | "SMPP_SUBMIT_TIMEOUT_MS">,
+): number {
+  return cfg.SMS_PROVIDER === "smpp"
+    ? (cfg.SMPP_SUBMIT_TIMEOUT_MS ?? 10_000)
+    : (cfg.SMS_HTTP_TIMEOUT_MS ?? 5_000);
+}
+
 function openSmsProvider(cfg: SmsProviderConfig, log: Logger): SmsProvider {
   switch (cfg.SMS_PROVIDER) {
     case "log":

@@ -1,8 +1,8 @@
-import { createHash } from "node:crypto";
 import { decodeJwt, jwtVerify } from "jose";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { ClientKeySets } from "./client-keys.js";
 import type { AuthenticatedClient, ClientStore } from "./clients.js";
+import { OAuthKeys } from "./keys.js";
 import { CLIENT_ASSERTION_ALGORITHMS } from "./metadata.js";
 
 /** The furthest ahead an assertion's `exp` may be (docs/session-api.md#client-assertions). */
@@ -31,7 +31,11 @@ export interface ClientAssertionOptions {
  * NX) kept until the assertion expires. Only assertion clients pay that write.
  */
 export class ClientAssertions {
-  constructor(private readonly opts: ClientAssertionOptions) {}
+  private readonly keys: OAuthKeys;
+
+  constructor(private readonly opts: ClientAssertionOptions) {
+    this.keys = new OAuthKeys(opts.keys);
+  }
 
   /**
    * The client, when `assertion` is a valid, unused assertion of `clientId`, a `private_key_jwt`
@@ -69,12 +73,7 @@ export class ClientAssertions {
     }
     if (typeof jti !== "string" || jti === "" || jti.length > MAX_JTI_CHARS) return undefined;
     const ttlMs = Math.max(1_000, Math.ceil((exp + CLOCK_SKEW_SECONDS) * 1000 - now));
-    const key = this.opts.keys.key(
-      "client",
-      clientId,
-      "jti",
-      createHash("sha256").update(jti).digest("base64url"),
-    );
+    const key = this.keys.assertionUse(clientId, jti);
     const first = await this.opts.redis.set(key, "1", "PX", ttlMs, "NX");
     return first === null ? undefined : found;
   }

@@ -4,6 +4,7 @@ import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import type { PublicJwks } from "./client-keys.js";
+import { OAuthKeys } from "./keys.js";
 import { TOKEN_ENDPOINT_AUTH_METHODS, type TokenEndpointAuthMethod } from "./metadata.js";
 import { andThen, type Awaitable } from "../awaitable.js";
 
@@ -97,17 +98,16 @@ export class ClientStore {
   private readonly kept = new Map<string, Reading>();
   /** Reads under way, so concurrent callers of one client share one round trip. */
   private readonly reading = new Map<string, Promise<Reading | undefined>>();
+  private readonly keys: OAuthKeys;
 
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
+    keys: Keys,
     private readonly secrets: Secrets,
     /** Monotonic milliseconds; tests move it to make signing seem slow. */
     private readonly clock: () => number = () => performance.now(),
-  ) {}
-
-  private key(clientId: string): string {
-    return this.keys.key("client", clientId);
+  ) {
+    this.keys = new OAuthKeys(keys);
   }
 
   /**
@@ -121,7 +121,7 @@ export class ClientStore {
     const clientId = `rfc_${randomBytes(16).toString("base64url")}`;
     const secret = input.authMethod === "private_key_jwt" ? undefined : newSecret("rfs");
     const client: OAuthClient = { ...input, clientId, issuedAt: Math.floor(Date.now() / 1000) };
-    await this.redis.hset(this.key(clientId), {
+    await this.redis.hset(this.keys.client(clientId), {
       app_id: client.appId,
       client_name: client.clientName,
       provider_url: client.providerUrl,
@@ -190,9 +190,11 @@ export class ClientStore {
    */
   async delete(appId: string, clientId: string): Promise<boolean> {
     if (!CLIENT_ID.test(clientId)) return false;
-    const [status] = (await deleteClient.run(this.redis, { client: this.key(clientId) }, { appId })) as [
-      "deleted" | "not_found",
-    ];
+    const [status] = (await deleteClient.run(
+      this.redis,
+      { client: this.keys.client(clientId) },
+      { appId },
+    )) as ["deleted" | "not_found"];
     if (status !== "deleted") return false;
     this.kept.delete(clientId);
     await new Promise((resolve) => setTimeout(resolve, DELETE_SETTLE_MS));
@@ -211,7 +213,7 @@ export class ClientStore {
     const secret = newSecret("rfs");
     const [status] = (await rotateClientSecret.run(
       this.redis,
-      { client: this.key(clientId) },
+      { client: this.keys.client(clientId) },
       {
         appId,
         secretHash: this.secrets.hash(CLIENT_SECRET_PURPOSE, secret),
@@ -229,7 +231,7 @@ export class ClientStore {
    * that one round trip reads it with the client (see `tokenStanding`).
    */
   revokedKey(clientId: string, jti: string): string {
-    return this.keys.key("client", clientId, "revoked", jti);
+    return this.keys.clientRevoked(clientId, jti);
   }
 
   /**
@@ -249,7 +251,7 @@ export class ClientStore {
     if (!CLIENT_ID.test(clientId)) return { clientExists: false, revoked: false };
     const results = await this.redis
       .pipeline()
-      .exists(this.key(clientId))
+      .exists(this.keys.client(clientId))
       .exists(this.revokedKey(clientId, jti))
       .exec();
     const [client, revoked] = (results ?? []).map(([err, n]) => {
@@ -279,7 +281,7 @@ export class ClientStore {
     if (under !== undefined) return under;
     const readAt = this.clock();
     const reading = this.redis
-      .hgetall(this.key(clientId))
+      .hgetall(this.keys.client(clientId))
       .then((h) => {
         const client = decodeClient(clientId, h);
         if (client === undefined) {

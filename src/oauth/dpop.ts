@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import {
   calculateJwkThumbprint,
   decodeProtectedHeader,
@@ -9,6 +8,7 @@ import {
 } from "jose";
 import { refusedBy, RingfenceError } from "../errors.js";
 import type { Keys, RedisClient } from "../redis/client.js";
+import { OAuthKeys } from "./keys.js";
 import { DPOP_ALGORITHMS } from "./metadata.js";
 
 export interface DpopOptions {
@@ -42,9 +42,11 @@ const MAX_JTI_CHARS = 256;
  */
 export class DpopProofs {
   private readonly htu: string;
+  private readonly keys: OAuthKeys;
 
   constructor(private readonly opts: DpopOptions) {
     this.htu = withoutQuery(opts.htu) ?? opts.htu;
+    this.keys = new OAuthKeys(opts.keys);
   }
 
   /** Every check of the proof but its single use; no Redis work. */
@@ -99,11 +101,7 @@ export class DpopProofs {
 
   /** Marks the proof used; a proof used already is refused (one Redis command). */
   async spend(proof: CheckedProof): Promise<void> {
-    const key = this.opts.keys.key(
-      "dpop",
-      proof.jkt,
-      createHash("sha256").update(proof.jti).digest("base64url"),
-    );
+    const key = this.keys.dpopProofUse(proof.jkt, proof.jti);
     const set = await this.opts.redis.set(key, "1", "PX", 2 * this.opts.maxAgeSeconds * 1000, "NX");
     if (set === null) {
       throw refusedBy("DPOP_PROOF_MAX_AGE_SECONDS", invalidProof("the proof's jti was used already"));

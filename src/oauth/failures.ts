@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { limitSubject } from "../net/cidr.js";
 import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
-import { WindowKeys } from "../otp/window-keys.js";
+import { WindowKeys } from "../otp/keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { refusedBy, type RingfenceError } from "../errors.js";
 

@@ -1,19 +1,20 @@
 import type { AppsModule } from "../apps/module.js";
-import { OAuthServiceService } from "../gen/ringfence/oauth/v1/oauth_service.js";
 import type { Module } from "../lifecycle/module.js";
 import type { Registry } from "../registry.js";
 import { bindService, handlersOf } from "../rpc/binding.js";
-import { CALLERS, SUCCESS_STATUSES } from "../rpc/surface.js";
 import { ClientAssertions } from "./client-assertion.js";
 import { ClientKeySets } from "./client-keys.js";
 import { DpopProofs } from "./dpop.js";
 import { TokenFailures } from "./failures.js";
 import { CachedKeySet } from "./keys/key-set.js";
 import { oauthHandlers } from "./service.js";
+import { OAUTH } from "./surface.js";
 
 export interface OAuthModule extends Module {
   /** The published keys, cached, to verify the tokens this service signs. */
   keySet: CachedKeySet;
+  /** The token issuer (`iss`, ISSUER_URL), for the tokens other modules check. */
+  issuer: string;
 }
 
 /**
@@ -41,16 +42,11 @@ export function oauthModule(r: Registry, apps: AppsModule): OAuthModule {
   });
   return {
     name: "oauth",
+    issuer: r.config.ISSUER_URL,
     keySet,
     bindings: [
-      bindService(OAuthServiceService, handlersOf(OAuthServiceService, handlers, apps.handlers.oauth), {
-        dialect: "session",
-        methodDialects: { createToken: "oauth", introspectToken: "oauth", revokeToken: "oauth" },
-        successStatuses: SUCCESS_STATUSES["ringfence.oauth.v1.OAuthService"],
-        // The token endpoint authenticates its client as part of the grant (RFC 6749 section
-        // 2.3, with its failure windows): createToken has no caller before it, nor have
-        // introspection and revocation, which authenticate their client the same way.
-        callers: CALLERS["ringfence.oauth.v1.OAuthService"],
+      bindService(OAUTH.definition, handlersOf(OAUTH.definition, handlers, apps.handlers.oauth), {
+        ...OAUTH.surface,
         authenticators: { app: apps.authenticate },
       }),
     ],

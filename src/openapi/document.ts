@@ -14,70 +14,36 @@ import {
   V1_OTHER_CODES,
   V2_ERROR_CODES,
   V2_ERROR_TYPES,
+  type ErrorDialect,
 } from "../errors.js";
-import { CALLERS, declared, SUCCESS_STATUSES, type CallerKind } from "../rpc/surface.js";
+import { handlerName, type DeclaredService } from "../rpc/surface.js";
 
 /**
  * The REST surface as an OpenAPI 3.1 document, built from the same descriptor and
  * `google.api.http` annotations the gateways route by, with the protos' comments as its text.
  * `npm run generate` writes it to openapi/ringfence.yaml; the built-in gateway serves it at
  * `GET /openapi.json`. What the descriptor does not say (who may call, success statuses other
- * than 200) comes from src/rpc/surface.ts, which the bindings read too.
+ * than 200, error families, forms) comes from what each domain declares of its services
+ * (src/rpc/surface.ts), which their bindings read too.
  */
 
 type Schema = Record<string, unknown>;
 type Json = Record<string, unknown>;
 
-/** V1 services: deprecated, `{code, message, doc_url}` errors, API key authentication. */
-const V1_SERVICES = new Set(["ringfence.lookup.v1.LookupService", "ringfence.verify.v1.VerifyService"]);
-
-/** V2 services: `{code, message, type, request_id}` errors, the API key as a bearer token. */
-const V2_SERVICES = new Set([
-  "ringfence.lookup.v2.LookupService",
-  "ringfence.verify.v2.VerificationService",
-  "ringfence.verify.v2.FraudService",
-]);
-
-/** The security scheme of each kind of caller (src/rpc/surface.ts). */
-const SCHEME: Record<CallerKind, string> = {
+/** The security scheme of each kind of caller (src/rpc/callers.ts). */
+const SCHEME: Readonly<Record<string, string>> = {
   account: "apiKey",
   session: "sessionToken",
   app: "managementKey",
 };
 
-/** The token endpoint's form (RFC 6749 section 4.4), which the proto carries as an HttpBody. */
-const TOKEN_FORM: Schema = {
-  type: "object",
-  required: ["grant_type"],
-  properties: {
-    grant_type: { type: "string", enum: ["client_credentials"] },
-    scope: { type: "string", description: "Space-separated scopes registered for the client" },
-    client_id: { type: "string", description: "With client_secret, instead of HTTP Basic" },
-    client_secret: { type: "string" },
-  },
+/** The schema of each error body family (docs/gateway.md#error-bodies). */
+const ERROR_SCHEMA: Readonly<Record<ErrorDialect, string>> = {
+  v1: "V1Error",
+  v2: "V2Error",
+  session: "SessionError",
+  oauth: "OAuthError",
 };
-
-/** The form of introspection (RFC 7662) and revocation (RFC 7009), carried as an HttpBody too. */
-const TOKEN_QUERY_FORM: Schema = {
-  type: "object",
-  required: ["token"],
-  properties: {
-    token: { type: "string", description: "The token asked about" },
-    token_type_hint: { type: "string", description: "`access_token`; a hint only" },
-    client_id: { type: "string", description: "With client_secret, instead of HTTP Basic" },
-    client_secret: { type: "string" },
-  },
-};
-
-/** The form of each method that takes one, by rpc name. */
-const FORMS: Record<string, Schema> = {
-  CreateToken: TOKEN_FORM,
-  IntrospectToken: TOKEN_QUERY_FORM,
-  RevokeToken: TOKEN_QUERY_FORM,
-};
-
-/** Methods that authenticate their client as the token endpoint does, and answer RFC 6749 errors. */
-const CLIENT_AUTHENTICATED = new Set(["CreateToken", "IntrospectToken", "RevokeToken"]);
 
 /** An OpenAPI path for an http rule's pattern: `{x=**}` becomes `{x}`. */
 function openapiPath(pattern: string): string {
@@ -109,7 +75,13 @@ export interface DocumentOptions {
   version?: string;
 }
 
-export function buildDocument(contract: Contract, options: DocumentOptions = {}): Json {
+/** `services`: what the domains declare of the served services; a service they omit declares nothing. */
+export function buildDocument(
+  contract: Contract,
+  services: readonly DeclaredService[],
+  options: DocumentOptions = {},
+): Json {
+  const declared = new Map(services.map((s) => [s.serviceName, s]));
   const comments = new Map<DescFile, Map<string, string>>();
   const commentOf = (file: DescFile, path: number[]) => {
     let c = comments.get(file);
@@ -239,6 +211,9 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
 
   function operationOf(rpc: RpcMethod, binding: HttpBinding, index: number): Json {
     const [, service = "", method = ""] = rpc.path.split("/");
+    const surface = declared.get(service);
+    const handler = handlerName(method);
+    const dialect = surface?.dialectOf(handler) ?? "session";
     const short = service.split(".").at(-1) ?? service;
     // From the full service name, package version included: V1 and V2 share service and method
     // names (`lookup_v1_LookupService_LookupPhoneNumber`, `lookup_v2_LookupService_...`).
@@ -265,13 +240,13 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
         schema: field === undefined ? { type: "string" } : fieldSchema(field, false),
       };
     });
-    if (V1_SERVICES.has(service) && short === "LookupService") {
+    for (const header of surface?.headerParametersOf(handler) ?? []) {
       parameters.push({
-        name: "customer-uuid",
+        name: header.name,
         in: "header",
         required: true,
-        schema: { type: "string", format: "uuid" },
-        description: "The account's customer_uuid",
+        schema: header.schema,
+        description: header.description,
       });
     }
     let requestBody: Json | undefined;
@@ -291,14 +266,16 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
       requestBody = httpBody
         ? {
             required: true,
-            content: { "application/x-www-form-urlencoded": { schema: FORMS[method] ?? TOKEN_FORM } },
+            content: {
+              "application/x-www-form-urlencoded": { schema: surface?.formOf(handler) ?? { type: "object" } },
+            },
           }
         : {
             required: true,
             content: { "application/json": { schema: field === undefined ? {} : fieldSchema(field, false) } },
           };
     }
-    const status: number = declared(SUCCESS_STATUSES, service, method) ?? 200;
+    const status: number = surface?.successStatus(handler) ?? 200;
     const success: Json =
       status === 204
         ? { description: "No content" }
@@ -308,25 +285,21 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
               description: "Success",
               content: { "application/json": { schema: messageRef(rpc.output, true) } },
             };
-    const family = V1_SERVICES.has(service)
-      ? "V1Error"
-      : V2_SERVICES.has(service)
-        ? "V2Error"
-        : CLIENT_AUTHENTICATED.has(method)
-          ? "OAuthError"
-          : "SessionError";
-    // The token endpoint authenticates its client itself (HTTP Basic, or both in the form).
-    const kind = declared<CallerKind>(CALLERS, service, method);
-    const security = CLIENT_AUTHENTICATED.has(method)
-      ? ["clientBasic"]
-      : kind === undefined
-        ? undefined
-        : [V2_SERVICES.has(service) ? "apiKeyBearer" : SCHEME[kind]];
+    const family = ERROR_SCHEMA[dialect];
+    // A method answering RFC 6749 errors authenticates its client itself, as the token endpoint
+    // does (HTTP Basic, or both in the form); V2 takes the API key as a bearer token.
+    const kind = surface?.callerKindOf(handler);
+    const security =
+      dialect === "oauth"
+        ? ["clientBasic"]
+        : kind === undefined
+          ? undefined
+          : [dialect === "v2" ? "apiKeyBearer" : schemeOf(kind)];
     return {
       operationId: index === 0 ? operation : `${operation}_${index + 1}`,
       tags: [short],
       ...(text === undefined ? {} : { summary: firstSentence(text), description: text }),
-      ...(V1_SERVICES.has(service) ? { deprecated: true } : {}),
+      ...(surface?.deprecated === true ? { deprecated: true } : {}),
       ...(parameters.length > 0 ? { parameters } : {}),
       ...(requestBody === undefined ? {} : { requestBody }),
       responses: {
@@ -430,6 +403,12 @@ export function buildDocument(contract: Contract, options: DocumentOptions = {})
       },
     },
   };
+}
+
+function schemeOf(kind: string): string {
+  const scheme = SCHEME[kind];
+  if (scheme === undefined) throw new Error(`no security scheme for the caller kind ${kind}`);
+  return scheme;
 }
 
 function firstSentence(text: string): string {

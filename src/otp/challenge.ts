@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import type { Config } from "../config.js";
+import type { OtpSettings } from "./settings.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { refusedBy, RingfenceError } from "../errors.js";
 import type { RedisClient } from "../redis/client.js";
@@ -62,7 +62,7 @@ export async function storeChallenge(
  * challenge waits for a code that never left; then checked, each refusal its own error.
  */
 export async function issueChallenge<C extends { key: string }>(
-  deps: { secrets: Secrets; config: Pick<Config, "OTP_LENGTH"> },
+  deps: { secrets: Secrets; config: Pick<OtpSettings, "OTP_LENGTH"> },
   steps: {
     /** Stores the challenge with the code's hash (keyed by the challenge's own id). */
     create: (codeHash: (id: string) => string) => Promise<C>;
@@ -83,7 +83,7 @@ export async function issueChallenge<C extends { key: string }>(
 
 /** Checks a code against a challenge and turns each refusal into its error. */
 export async function checkChallenge(
-  deps: { redis: RedisClient; secrets: Secrets; config: Pick<Config, "OTP_MAX_CHECKS"> },
+  deps: { redis: RedisClient; secrets: Secrets; config: Pick<OtpSettings, "OTP_MAX_CHECKS"> },
   challenge: { key: string; id: string },
   code: string,
 ): Promise<void> {

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
-import type { Config } from "../config.js";
+import type { RedisSettings } from "../settings/shared.js";
 import { errorMessage, type Logger } from "../log.js";
 import { tracingStarted } from "../observability/tracing.js";
 
@@ -22,7 +22,12 @@ const COMMON: RedisOptions = {
   enableAutoPipelining: true,
 };
 
-export function createRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NODES">): RedisClient {
+/** The prefix of every key (REDIS_KEY_PREFIX): what a key schema or a queue is named under. */
+export function keyPrefix(config: Pick<RedisSettings, "REDIS_KEY_PREFIX">): string {
+  return config.REDIS_KEY_PREFIX;
+}
+
+export function createRedis(config: Pick<RedisSettings, "REDIS_URL" | "REDIS_CLUSTER_NODES">): RedisClient {
   // A command sent in a batch that another call opened would be traced under that call's span:
   // while tracing runs, each command goes out on its own, in its own call's trace.
   const enableAutoPipelining = !tracingStarted();
@@ -38,7 +43,9 @@ export function createRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NO
 }
 
 /** A connection for blocking consumers (the BullMQ worker), which must never give up on a command. */
-export function createBlockingRedis(config: Pick<Config, "REDIS_URL" | "REDIS_CLUSTER_NODES">): RedisClient {
+export function createBlockingRedis(
+  config: Pick<RedisSettings, "REDIS_URL" | "REDIS_CLUSTER_NODES">,
+): RedisClient {
   // No commandTimeout: BullMQ's blocking fetch would hit it. Lazy: BullMQ duplicates it anyway.
   const options: RedisOptions = { maxRetriesPerRequest: null, connectTimeout: 2_000, lazyConnect: true };
   if (config.REDIS_CLUSTER_NODES !== undefined) {

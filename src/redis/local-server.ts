@@ -3,7 +3,7 @@ import { mkdirSync } from "node:fs";
 import { createConnection, type Socket } from "node:net";
 import { resolve } from "node:path";
 import { Redis } from "ioredis";
-import type { Config } from "../config.js";
+import type { SharedSettings } from "../settings/shared.js";
 import { errorMessage, type Logger } from "../log.js";
 
 /** Where a local redis-server keeps its data, from the working directory. */
@@ -40,7 +40,7 @@ export interface LocalRedis {
  * the server.
  */
 export async function startLocalRedis(
-  config: Pick<Config, "NODE_ENV" | "REDIS_URL" | "REDIS_CLUSTER_NODES">,
+  config: Pick<SharedSettings, "NODE_ENV" | "REDIS_URL" | "REDIS_CLUSTER_NODES">,
   env: NodeJS.ProcessEnv,
   log: Logger,
 ): Promise<LocalRedis | undefined> {

@@ -1,6 +1,6 @@
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 import { SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
-import { isRedisUnavailable, RingfenceError, toWire, type ErrorDialect, type WireError } from "../errors.js";
+import { isRedisUnavailable, RingfenceError, toWire, type WireError } from "../errors.js";
 import { withFields, type Logger } from "../log.js";
 import {
   callerIdentity,
@@ -13,6 +13,7 @@ import {
   type Transport,
 } from "../observability/calls.js";
 import type { Caller, CallerKey } from "./callers.js";
+import { readSurface, type DeclaredService, type Surface } from "./surface.js";
 import { andThen, settle, type Awaitable } from "../awaitable.js";
 import { tracingStarted } from "../observability/tracing.js";
 
@@ -54,7 +55,7 @@ export function keyed<T>(key: CallerKey<T>, authenticate: Authenticator<T>): Cal
 
 /**
  * The caller the binding put on the context under `key`; throws when the method declares another
- * kind, or none, in src/rpc/surface.ts (a wiring mistake).
+ * kind, or none, in its domain's surface (src/rpc/surface.ts; a wiring mistake).
  */
 export function callerOf<T>(ctx: CallContext, key: CallerKey<T>): T {
   const caller = ctx.caller;
@@ -103,19 +104,16 @@ export function handlersOf<S extends ServiceDefinition, const Sets extends reado
   return out as [Unbrought<S, Sets>] extends [never] ? Handlers<S> : { missing: Unbrought<S, Sets> };
 }
 
-/** A service as both transports serve it: its definition, handlers and answer conventions. */
-export interface ServiceBinding {
+/**
+ * A service as both transports serve it: its definition, handlers and answer conventions, and
+ * what its domain declares of its REST surface (src/rpc/surface.ts).
+ */
+export interface ServiceBinding extends DeclaredService {
   readonly definition: ServiceDefinition;
-  /** Fully qualified proto name, e.g. `ringfence.lookup.v1.LookupService`. */
-  readonly serviceName: string;
-  /** The error body family of a method. */
-  readonly dialectOf: (method: string) => ErrorDialect;
   /** Response headers on every answer, success or error (V1 deprecation headers). */
   readonly headers: Readonly<Record<string, string>>;
   /** Runs before every handler; throws to refuse the call (V1 after its sunset). */
   readonly guard: () => void;
-  /** The HTTP status of a method's success, when it is not 200 (201 created, 204 no content). */
-  readonly successStatus: (method: string) => 201 | 204 | undefined;
   /** Who may call a method: the chain of its caller kind, or undefined for a public method. */
   readonly authenticatorOf: (method: string) => Authenticator<Caller> | undefined;
   readonly handlers: Readonly<Record<string, UnaryHandler<unknown, unknown>>>;
@@ -124,24 +122,17 @@ export interface ServiceBinding {
 export function bindService<S extends ServiceDefinition>(
   definition: S,
   handlers: Handlers<S>,
-  options: {
-    dialect: ErrorDialect;
-    /** Methods whose errors take another family (the token endpoint among management calls). */
-    methodDialects?: Partial<Record<keyof S & string, ErrorDialect>>;
+  /** What the domain declares (its `surface.ts`), with what the service needs to run. */
+  options: Surface<S> & {
     headers?: Record<string, string>;
     guard?: () => void;
-    /** Success statuses other than 200, declared here rather than set by handlers. */
-    successStatuses?: Partial<Record<keyof S & string, 201 | 204>>;
-    /** The caller kind of each method that has one (src/rpc/surface.ts); the others are public. */
-    callers?: Readonly<Partial<Record<keyof S & string, string>>>;
     /** The chain of each kind `callers` names; a kind without one fails here, at start. */
     authenticators?: AuthenticatorsByKind;
     /** A method whose caller of its kind is found another way (the V1 read-back: its key alone). */
     methodAuthenticators?: Partial<Record<keyof S & string, CallerAuthenticator<unknown>>>;
   },
 ): ServiceBinding {
-  const first = Object.values(definition)[0];
-  if (first === undefined) throw new Error("a service without methods cannot be served");
+  const declared = readSurface(definition, options);
   const chains = new Map<string, Authenticator<Caller>>();
   for (const [method, kind] of Object.entries(options.callers ?? {}) as [string, string][]) {
     const chain: CallerAuthenticator<unknown> | undefined =
@@ -155,12 +146,10 @@ export function bindService<S extends ServiceDefinition>(
     );
   }
   return {
+    ...declared,
     definition,
-    serviceName: first.path.split("/")[1] ?? "",
-    dialectOf: (method) => options.methodDialects?.[method] ?? options.dialect,
     headers: options.headers ?? {},
     guard: options.guard ?? (() => undefined),
-    successStatus: (method) => options.successStatuses?.[method],
     authenticatorOf: (method) => chains.get(method),
     handlers,
   };

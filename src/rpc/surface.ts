@@ -1,58 +1,98 @@
+import type { ServiceDefinition } from "@grpc/grpc-js";
+import type { ErrorDialect } from "../errors.js";
+
 /**
- * What the proto does not say about the REST surface, declared once: read by the bindings
- * (each domain's `module.ts`) and by the OpenAPI document (src/openapi/document.ts). Keys: the fully qualified
- * service, then the handler (the rpc's name in lowerCamelCase).
+ * What the proto does not say about a service's REST surface, declared by the domain that serves
+ * it (`src/<domain>/surface.ts`) and read by its binding (src/rpc/binding.ts), the built-in gateway,
+ * the OpenAPI document (src/openapi/document.ts) and test/envoy.test.ts. Methods are named by their
+ * handlers (the rpc's name in lowerCamelCase).
  */
+export interface Surface<S extends ServiceDefinition = ServiceDefinition> {
+  /** The error body family of its methods (docs/gateway.md#error-bodies). */
+  readonly dialect: ErrorDialect;
+  /** Methods whose errors take another family (the token endpoint among management calls). */
+  readonly methodDialects?: Partial<Record<keyof S & string, ErrorDialect>>;
+  /** Success statuses other than 200 (docs/gateway.md#success-statuses). */
+  readonly successStatuses?: Partial<Record<keyof S & string, 201 | 204>>;
+  /** The caller kind of each method that has one (src/rpc/callers.ts); the others are public. */
+  readonly callers?: Readonly<Partial<Record<keyof S & string, string>>>;
+  /**
+   * The REST areas it owns that answer with the V2 error body, a path no route takes included:
+   * an area `x` is `/v2/x` and below (docs/gateway.md#unknown-routes-and-methods).
+   */
+  readonly v2Areas?: readonly string[];
+  /** Whether its calls are deprecated (V1), as the OpenAPI document marks them. */
+  readonly deprecated?: boolean;
+  /** The form of each method whose body is an `HttpBody` form, as a JSON schema (OpenAPI). */
+  readonly forms?: Partial<Record<keyof S & string, JsonSchema>>;
+  /** Request headers a method requires besides its caller's credentials (OpenAPI). */
+  readonly headerParameters?: Partial<Record<keyof S & string, readonly HeaderParameter[]>>;
+}
 
-/** Who calls a method: an account by its API key, a user by a session token, an app by its management key. */
-export type CallerKind = "account" | "session" | "app";
+export type JsonSchema = Readonly<Record<string, unknown>>;
 
-/** The methods that have a caller, and its kind; the others are public. */
-export const CALLERS = {
-  "ringfence.verify.v1.VerifyService": {
-    createAuthentication: "account",
-    checkAuthentication: "account",
-    retryAuthentication: "account",
-    createFeedback: "account",
-    getAuthentication: "account",
-  },
-  "ringfence.lookup.v1.LookupService": { lookupPhoneNumber: "account" },
-  "ringfence.verify.v2.VerificationService": { createVerification: "account", checkVerification: "account" },
-  "ringfence.lookup.v2.LookupService": { lookupPhoneNumber: "account" },
-  "ringfence.verify.v2.FraudService": { listVerificationInsights: "account", listFraudDecisions: "account" },
-  "ringfence.session.v1.SessionService": { logout: "session", getMe: "session", createAppWebhook: "app" },
-  "ringfence.stepup.v1.StepUpService": {
-    createStepUpConfig: "app",
-    requestStepUp: "session",
-    resetPassword: "session",
-  },
-  // The token endpoint authenticates its client as part of the grant (RFC 6749 section 2.3);
-  // introspection and revocation authenticate theirs the same way.
-  "ringfence.oauth.v1.OAuthService": {
-    createClient: "app",
-    deleteClient: "app",
-    addAppScope: "app",
-    rotateClientSecret: "app",
-  },
-} as const satisfies Record<string, Record<string, CallerKind>>;
+/** A required request header, as the OpenAPI document lists it. */
+export interface HeaderParameter {
+  readonly name: string;
+  readonly schema: JsonSchema;
+  readonly description: string;
+}
 
-/** HTTP statuses of success other than 200. */
-export const SUCCESS_STATUSES = {
-  "ringfence.session.v1.SessionService": { logout: 204, createAppWebhook: 201 },
-  "ringfence.stepup.v1.StepUpService": { createStepUpConfig: 201, resetPassword: 204 },
-  "ringfence.oauth.v1.OAuthService": { createClient: 201, deleteClient: 204 },
-} as const satisfies Record<string, Record<string, 201 | 204>>;
+/** A service's surface as its readers see it, by handler name; a binding is one too. */
+export interface DeclaredService {
+  /** Fully qualified proto name: the package, a dot, the service. */
+  readonly serviceName: string;
+  /** The error body family of a method. */
+  readonly dialectOf: (method: string) => ErrorDialect;
+  /** The HTTP status of a method's success, when it is not 200 (201 created, 204 no content). */
+  readonly successStatus: (method: string) => 201 | 204 | undefined;
+  /** The kind of a method's caller, or undefined for a public method. */
+  readonly callerKindOf: (method: string) => string | undefined;
+  readonly v2Areas: readonly string[];
+  readonly deprecated: boolean;
+  readonly formOf: (method: string) => JsonSchema | undefined;
+  readonly headerParametersOf: (method: string) => readonly HeaderParameter[];
+}
+
+/** A service's definition with what its domain declares of it: what its module binds. */
+export interface ServiceDeclaration<S extends ServiceDefinition> extends DeclaredService {
+  readonly definition: S;
+  readonly surface: Surface<S>;
+}
+
+export function declareService<S extends ServiceDefinition>(
+  definition: S,
+  surface: Surface<S>,
+): ServiceDeclaration<S> {
+  return { ...readSurface(definition, surface), definition, surface };
+}
+
+/** The readers' view of `surface`, for the service `definition`. */
+export function readSurface<S extends ServiceDefinition>(
+  definition: S,
+  surface: Surface<S>,
+): DeclaredService {
+  const first = Object.values(definition)[0];
+  if (first === undefined) throw new Error("a service without methods cannot be served");
+  const byMethod = <T>(table: Partial<Record<string, T>> | undefined) => table ?? {};
+  const dialects = byMethod<ErrorDialect>(surface.methodDialects);
+  const statuses = byMethod<201 | 204>(surface.successStatuses);
+  const callers = byMethod<string>(surface.callers);
+  const forms = byMethod<JsonSchema>(surface.forms);
+  const headers = byMethod<readonly HeaderParameter[]>(surface.headerParameters);
+  return {
+    serviceName: first.path.split("/")[1] ?? "",
+    dialectOf: (method) => dialects[method] ?? surface.dialect,
+    successStatus: (method) => statuses[method],
+    callerKindOf: (method) => callers[method],
+    v2Areas: surface.v2Areas ?? [],
+    deprecated: surface.deprecated ?? false,
+    formOf: (method) => forms[method],
+    headerParametersOf: (method) => headers[method] ?? [],
+  };
+}
 
 /** A handler's name for an rpc's (`LookupPhoneNumber` → `lookupPhoneNumber`). */
 export function handlerName(rpc: string): string {
   return rpc.charAt(0).toLowerCase() + rpc.slice(1);
-}
-
-/** What the surface declares for one service's method, by its rpc name. */
-export function declared<T>(
-  table: Record<string, Record<string, T>>,
-  service: string,
-  rpc: string,
-): T | undefined {
-  return table[service]?.[handlerName(rpc)];
 }

@@ -1,6 +1,7 @@
 import { secretHash, storeChallenge, TOKEN_SECRET } from "../otp/challenge.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Identifier } from "./identity.js";
+import { SessionKeys } from "./keys.js";
 
 const LOGIN_TOKEN = new RegExp(`^lc_(${TOKEN_SECRET})$`);
 
@@ -10,10 +11,14 @@ const LOGIN_TOKEN = new RegExp(`^lc_(${TOKEN_SECRET})$`);
  * dump of Redis holds no usable token.
  */
 export class ChallengeStore {
+  private readonly keys: SessionKeys;
+
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
-  ) {}
+    keys: Keys,
+  ) {
+    this.keys = new SessionKeys(keys);
+  }
 
   /** A login challenge, keyed by its own hash. */
   async createLogin(
@@ -23,7 +28,7 @@ export class ChallengeStore {
     codeHash: (challengeId: string) => string,
   ): Promise<{ token: string; key: string }> {
     const { secret, key } = await storeChallenge(this.redis, {
-      keyOf: (id) => this.keys.key("chal", id),
+      keyOf: (id) => this.keys.loginChallenge(id),
       fields: {
         kind: "login",
         app_id: appId,
@@ -40,7 +45,7 @@ export class ChallengeStore {
     const m = LOGIN_TOKEN.exec(token);
     if (m?.[1] === undefined) return undefined;
     const id = secretHash(m[1]);
-    return { id, key: this.keys.key("chal", id) };
+    return { id, key: this.keys.loginChallenge(id) };
   }
 
   async loginOf(key: string): Promise<{ appId: string; identifier: Identifier } | undefined> {

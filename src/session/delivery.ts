@@ -1,12 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { isRedisUnavailable, refusedBy, RingfenceError } from "../errors.js";
 import type { CallScope } from "../observability/calls.js";
-import type { Config } from "../config.js";
 import { errorMessage, type Logger } from "../log.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { takeWindows, tooManyAttempts, type Window } from "../otp/code.js";
-import { WindowKeys } from "../otp/window-keys.js";
+import { WindowKeys } from "../otp/keys.js";
 import { screenNumber } from "../lookup/spam.js";
+import type { LookupSettings } from "../lookup/settings.js";
+import { defaultEmailSender, defaultSmsSender, type MessagingSettings } from "../messaging/settings.js";
+import { sendWindows, type VerifySettings } from "../verify/settings.js";
+import type { SessionSettings } from "./settings.js";
 import {
   NO_SOURCE,
   refusalName,
@@ -25,6 +28,15 @@ import type { Identifier } from "./identity.js";
 import { identifierWindows, type LoginSource } from "./known-sources.js";
 import type { UserStore } from "./users.js";
 
+/** What code sending reads: its own windows, the send windows and spam rules of verification, the senders. */
+export type CodeSenderSettings = Pick<
+  SessionSettings,
+  "LOGIN_LIMIT_APP" | "LOGIN_LIMIT_IP" | "APP_SMS_DAILY_LIMIT" | "OTP_CHECK_LIMIT"
+> &
+  Pick<VerifySettings, "RATE_LIMIT_NUMBER" | "SPAM_RANGE_BURST" | "SPAM_RANGE_DIGITS"> &
+  Pick<MessagingSettings, "SMS_FROM" | "EMAIL_FROM"> &
+  Pick<LookupSettings, "SPAM_LINE_TYPES" | "SPAM_DISPOSABLE">;
+
 /**
  * Sends login and step-up codes by SMS or email under the session abuse limits: windows per
  * identifier (RATE_LIMIT_NUMBER; a known source meets its own, docs/session-api.md#known-sources),
@@ -34,7 +46,7 @@ import type { UserStore } from "./users.js";
 export class CodeSender {
   constructor(
     private readonly deps: {
-      config: Config;
+      config: CodeSenderSettings;
       log: Logger;
       redis: RedisClient;
       keys: Keys;
@@ -60,7 +72,7 @@ export class CodeSender {
     const rl = new WindowKeys(keys);
     const perIdentifier = {
       key: rl.loginIdentifier(appId, id.type, id.value),
-      rule: config.RATE_LIMIT_NUMBER,
+      rule: sendWindows(config).number,
       name: "RATE_LIMIT_NUMBER",
     };
     // The app's windows count only while no user holds the identifier.
@@ -143,10 +155,11 @@ export class CodeSender {
       if (spam !== undefined) throw refusedBy(spam, spamDetected());
       if (phone !== undefined && screened !== undefined)
         destination = this.deps.fraud.destination(phone, screened.facts);
-      const prefix = id.value.slice(0, -config.SPAM_RANGE_DIGITS);
+      const windows = sendWindows(config);
+      const prefix = id.value.slice(0, -windows.rangeDigits);
       range = {
         key: new WindowKeys(keys).range(appId, prefix),
-        rule: config.SPAM_RANGE_BURST,
+        rule: windows.range,
         name: "SPAM_RANGE_BURST",
       };
     }
@@ -212,7 +225,7 @@ export class CodeSender {
         await this.deps.sms.send(
           {
             to: id.value,
-            from: config.SMS_FROM,
+            from: defaultSmsSender(config),
             body: text.body,
             locale: text.locale,
             reference,
@@ -229,7 +242,7 @@ export class CodeSender {
         await this.deps.email.send(
           {
             to: id.value,
-            from: config.EMAIL_FROM,
+            from: defaultEmailSender(config),
             subject: text.subject,
             body: text.body,
             reference,

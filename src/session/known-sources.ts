@@ -3,6 +3,7 @@ import { sourceNetwork } from "../net/cidr.js";
 import type { Window } from "../otp/code.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Identifier } from "./identity.js";
+import { SessionKeys } from "./keys.js";
 
 /** How long a completed login keeps its network a known source of the identifier. */
 export const KNOWN_SOURCE_DAYS = 30;
@@ -28,11 +29,15 @@ export interface LoginSource {
  * windows: the window scripts read it as they count, without another round trip.
  */
 export class KnownSources {
+  private readonly keys: SessionKeys;
+
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
+    keys: Keys,
     private readonly secrets: Pick<Secrets, "hash">,
-  ) {}
+  ) {
+    this.keys = new SessionKeys(keys);
+  }
 
   /** The source of a call from `address` for this identifier; undefined without an address. */
   of(appId: string, id: Identifier, address: string | undefined): LoginSource | undefined {
@@ -41,7 +46,7 @@ export class KnownSources {
       PURPOSE,
       JSON.stringify([appId, id.type, id.value.toLowerCase(), sourceNetwork(address)]),
     );
-    return { address, digest, key: this.keys.key("known", appId, digest) };
+    return { address, digest, key: this.keys.knownSource(appId, digest) };
   }
 
   /** A completed login: its network is a known source of the identifier for 30 days more. */

@@ -1,15 +1,14 @@
 import type { AppsModule } from "../apps/module.js";
-import { SessionServiceService } from "../gen/ringfence/session/v1/session_service.js";
 import type { Module } from "../lifecycle/module.js";
 import type { MessagingModule } from "../messaging/module.js";
 import type { OAuthModule } from "../oauth/module.js";
 import type { Registry } from "../registry.js";
 import { bindService, handlersOf, type CallerAuthenticator } from "../rpc/binding.js";
-import { CALLERS, SUCCESS_STATUSES } from "../rpc/surface.js";
 import { CodeSender } from "./delivery.js";
 import { KnownSources } from "./known-sources.js";
 import { PasswordChecker, PasswordFailures } from "./password-login.js";
 import { sessionHandlers, type StepUpTokens } from "./service.js";
+import { SESSION } from "./surface.js";
 import { sessionAuthenticator, type Caller } from "./tokens.js";
 
 export interface SessionModule extends Module {
@@ -38,6 +37,7 @@ export function sessionModule(
   });
   const handlers = sessionHandlers({
     config: r.config,
+    issuer: d.oauth.issuer,
     log: r.log,
     redis: r.redis,
     secrets: r.secrets,
@@ -61,23 +61,17 @@ export function sessionModule(
   const authenticate = sessionAuthenticator({
     keySet: d.oauth.keySet,
     sessions: r.sessions,
-    issuer: r.config.ISSUER_URL,
+    issuer: d.oauth.issuer,
   });
   return {
     name: "session",
     authenticate,
     codes,
     bindings: [
-      bindService(
-        SessionServiceService,
-        handlersOf(SessionServiceService, handlers, d.apps.handlers.session),
-        {
-          dialect: "session",
-          successStatuses: SUCCESS_STATUSES["ringfence.session.v1.SessionService"],
-          callers: CALLERS["ringfence.session.v1.SessionService"],
-          authenticators: { session: authenticate, app: d.apps.authenticate },
-        },
-      ),
+      bindService(SESSION.definition, handlersOf(SESSION.definition, handlers, d.apps.handlers.session), {
+        ...SESSION.surface,
+        authenticators: { session: authenticate, app: d.apps.authenticate },
+      }),
     ],
   };
 }

@@ -4,7 +4,7 @@ import { refusedBy, RingfenceError } from "../errors.js";
 import type { CallScope } from "../observability/calls.js";
 import { limitSubject } from "../net/cidr.js";
 import { takeWindows, tooManyAttempts, type Window, type WindowRule } from "../otp/code.js";
-import { WindowKeys } from "../otp/window-keys.js";
+import { WindowKeys } from "../otp/keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { hashPassword } from "./password.js";
 import type { Identifier } from "./identity.js";

@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
 import { badField, RingfenceError } from "../errors.js";
-import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
 import type { RedisClient } from "../redis/client.js";
@@ -12,11 +11,13 @@ import type { AppEvents } from "../apps/webhooks.js";
 import type { SigningKeys } from "../oauth/keys/signing-keys.js";
 import type { CachedKeySet } from "../oauth/keys/key-set.js";
 import { checkChallenge, issueChallenge } from "../otp/challenge.js";
+import { codePolicy, type OtpSettings } from "../otp/settings.js";
 import { codeLoginAmr, PASSWORD_LOGIN_AMR, PASSWORD_SCOPE, readIdentifier } from "./identity.js";
 import type { ChallengeStore } from "./challenges.js";
 import type { CodeSender } from "./delivery.js";
 import { readToken, type SessionLogin, type SessionStore } from "./sessions.js";
 import { issueSessionToken, userOf } from "./tokens.js";
+import type { SessionSettings } from "./settings.js";
 import type { UserStore } from "./users.js";
 import { PASSWORD_LENGTH } from "./password.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -35,7 +36,9 @@ export interface StepUpTokens {
 }
 
 export interface SessionDeps {
-  config: Config;
+  config: SessionSettings & OtpSettings;
+  /** The token issuer (`iss`): the OAuth side names it. */
+  issuer: string;
   log: Logger;
   redis: RedisClient;
   secrets: Secrets;
@@ -71,8 +74,8 @@ export type SessionMethod =
 
 /** The caller-facing contract of sessions: login, refresh, logout and the caller's own account. */
 export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionServiceService, SessionMethod> {
-  const { config } = deps;
-  const issuer = config.ISSUER_URL;
+  const { config, issuer } = deps;
+  const codeTtlSeconds = codePolicy(config).ttlSeconds;
 
   async function tokens(
     userId: string,
@@ -109,10 +112,10 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       const identifier = readIdentifier(req.identifier);
       const source = deps.knownSources.of(app.appId, identifier, ctx.clientAddress);
       await deps.codes.allowLogin(app.appId, identifier, source);
-      const expiresAtMs = Date.now() + config.OTP_TTL_SECONDS * 1000;
+      const expiresAtMs = Date.now() + codeTtlSeconds * 1000;
       const challenge = await issueChallenge(deps, {
         create: (codeHash) => deps.challenges.createLogin(app.appId, identifier, expiresAtMs, codeHash),
-        send: (code) => deps.codes.send(app.appId, identifier, code, "login", config.OTP_TTL_SECONDS, ctx),
+        send: (code) => deps.codes.send(app.appId, identifier, code, "login", codeTtlSeconds, ctx),
         remove: (key) => deps.challenges.remove(key),
       });
       return { challengeToken: challenge.token, expiresAt: new Date(expiresAtMs).toISOString() };

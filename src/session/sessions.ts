@@ -2,6 +2,7 @@ import { createHash, randomBytes, randomUUID } from "node:crypto";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
 import type { GrantMode } from "./identity.js";
+import { SessionKeys } from "./keys.js";
 
 const file = (name: string) => new URL(`./${name}.lua`, import.meta.url);
 const openSession = defineScript({
@@ -75,25 +76,25 @@ export interface SessionLogin {
  * so it holds at most the sessions alive now and expires with the last of them.
  */
 export class SessionStore {
+  private readonly keys: SessionKeys;
+
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
+    keys: Keys,
     private readonly refreshLifetimeMs: number,
-  ) {}
-
-  keysOf(userId: string, sessionId: string) {
-    const session = this.keys.key("sess", userId, sessionId);
-    return {
-      session,
-      used: `${session}:used`,
-      grants: `${session}:grants`,
-      user: this.keys.key("user", userId),
-      index: this.indexOf(userId),
-    };
+  ) {
+    this.keys = new SessionKeys(keys);
   }
 
-  private indexOf(userId: string): string {
-    return this.keys.key("sessions", userId);
+  keysOf(userId: string, sessionId: string) {
+    const k = this.keys;
+    return {
+      session: k.session(userId, sessionId),
+      used: k.sessionUsed(userId, sessionId),
+      grants: k.sessionGrants(userId, sessionId),
+      user: k.user(userId),
+      index: k.sessions(userId),
+    };
   }
 
   /** Opens a session; a grant given here is attached to the access token `jti`. */

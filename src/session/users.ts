@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
 import { IDENTIFIER_TYPES, type Identifier } from "./identity.js";
+import { SessionKeys } from "./keys.js";
 
 export interface User {
   userId: string;
@@ -23,13 +24,13 @@ const createUser = defineScript({
  * `ident:{<app_id>}:<type>:<value>` → user id, so one identifier belongs to one user per app.
  */
 export class UserStore {
+  private readonly keys: SessionKeys;
+
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
-  ) {}
-
-  key(userId: string): string {
-    return this.keys.key("user", userId);
+    keys: Keys,
+  ) {
+    this.keys = new SessionKeys(keys);
   }
 
   /**
@@ -37,7 +38,7 @@ export class UserStore {
    * operator or by a completed login), which the app's login windows read (src/session/delivery.ts).
    */
   indexKey(appId: string, id: Identifier): string {
-    return this.keys.key("ident", appId, id.type, id.value.toLowerCase());
+    return this.keys.identifier(appId, id);
   }
 
   async byIdentifier(appId: string, id: Identifier): Promise<User | undefined> {
@@ -62,7 +63,7 @@ export class UserStore {
 
   private async read(userId: string): Promise<{ user: User; passwordHash: string | undefined } | undefined> {
     if (!/^usr_[A-Za-z0-9_-]{22}$/.test(userId)) return undefined;
-    const h = await this.redis.hgetall(this.key(userId));
+    const h = await this.redis.hgetall(this.keys.user(userId));
     if (h.app_id === undefined) return undefined;
     const identifiers: Identifier[] = [];
     for (const type of IDENTIFIER_TYPES) {
@@ -88,7 +89,7 @@ export class UserStore {
     const fields: Record<string, string> = { app_id: appId, created_at: new Date().toISOString() };
     for (const id of identifiers) fields[id.type] = id.value;
     if (passwordHash !== undefined) fields.password_hash = passwordHash;
-    await this.redis.hset(this.key(userId), fields);
+    await this.redis.hset(this.keys.user(userId), fields);
     return { userId, appId, identifiers, hasPassword: passwordHash !== undefined };
   }
 
@@ -98,7 +99,7 @@ export class UserStore {
     if (userId !== null) {
       const user = await this.get(userId);
       if (user !== undefined) return { user, created: false };
-      await this.redis.hset(this.key(userId), {
+      await this.redis.hset(this.keys.user(userId), {
         app_id: appId,
         created_at: new Date().toISOString(),
         [id.type]: id.value,

@@ -1,5 +1,6 @@
 import { newTokenSecret, secretHash, storeChallenge, TOKEN_SECRET } from "../otp/challenge.js";
 import type { Keys, RedisClient } from "../redis/client.js";
+import { StepUpKeys } from "./keys.js";
 import type { GrantMode } from "./needs.js";
 
 export interface StepSpec {
@@ -29,10 +30,14 @@ const STEP_UP_TOKEN = new RegExp(`^st_(usr_[A-Za-z0-9_-]{22})\\.(${TOKEN_SECRET}
  * hash, in the key name (src/otp/challenge.ts), so a dump of Redis holds no usable token.
  */
 export class StepUpChallenges {
+  private readonly keys: StepUpKeys;
+
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: Keys,
-  ) {}
+    keys: Keys,
+  ) {
+    this.keys = new StepUpKeys(keys);
+  }
 
   /** A step-up challenge for the step at `state.stepIndex`. */
   async create(
@@ -42,7 +47,7 @@ export class StepUpChallenges {
     codeHash: (challengeId: string) => string,
   ): Promise<{ token: string; key: string }> {
     const { secret, key } = await storeChallenge(this.redis, {
-      keyOf: (id) => this.keys.key("chal", userId, id),
+      keyOf: (id) => this.keys.challenge(userId, id),
       fields: { kind: "stepup", state: JSON.stringify(state) },
       expiresAtMs,
       codeHash,
@@ -54,7 +59,7 @@ export class StepUpChallenges {
     const m = CHALLENGE_TOKEN.exec(token);
     if (m?.[1] === undefined || m[2] === undefined) return undefined;
     const id = secretHash(m[2]);
-    return { userId: m[1], id, key: this.keys.key("chal", m[1], id) };
+    return { userId: m[1], id, key: this.keys.challenge(m[1], id) };
   }
 
   async stateOf(key: string): Promise<StepUpState | undefined> {
@@ -65,7 +70,7 @@ export class StepUpChallenges {
   /** The step-up token of a completed challenge, redeemed once at /v1/session/refresh. */
   async createToken(userId: string, sessionKey: string, state: StepUpState, ttlMs: number): Promise<string> {
     const { secret, hash } = newTokenSecret();
-    const key = this.tokenKey(userId, hash);
+    const key = this.keys.token(userId, hash);
     await this.redis
       .multi()
       .hset(key, {
@@ -83,17 +88,13 @@ export class StepUpChallenges {
   readToken(token: string): { userId: string; key: string } | undefined {
     const m = STEP_UP_TOKEN.exec(token);
     if (m?.[1] === undefined || m[2] === undefined) return undefined;
-    return { userId: m[1], key: this.tokenKey(m[1], secretHash(m[2])) };
+    return { userId: m[1], key: this.keys.token(m[1], secretHash(m[2])) };
   }
 
   /** The session and scope a step-up token is for, while it is unused. */
   async tokenOwner(key: string): Promise<{ sessionId: string; scope: string } | undefined> {
     const [sessionId, scope] = await this.redis.hmget(key, "session_id", "scope");
     return sessionId == null || scope == null ? undefined : { sessionId, scope };
-  }
-
-  private tokenKey(userId: string, hash: string): string {
-    return this.keys.key("sut", userId, hash);
   }
 
   async remove(key: string): Promise<void> {

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import type { Config } from "../config.js";
+import type { StepUpSettings } from "./settings.js";
 import { refusedBy } from "../errors.js";
 import { takeWindows, tooManyAttempts } from "../otp/code.js";
-import { WindowKeys } from "../otp/window-keys.js";
+import { WindowKeys } from "../otp/keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
 import type { Identifier, StepUpCodes } from "./needs.js";
 
@@ -13,7 +13,7 @@ import type { Identifier, StepUpCodes } from "./needs.js";
 export class StepUpLimits {
   constructor(
     private readonly deps: {
-      config: Pick<Config, "STEPUP_LIMIT_USER" | "STEPUP_LIMIT_SESSION">;
+      config: Pick<StepUpSettings, "STEPUP_LIMIT_USER" | "STEPUP_LIMIT_SESSION">;
       redis: RedisClient;
       keys: Keys;
       codes: Pick<StepUpCodes, "allowSend">;

@@ -1,15 +1,14 @@
 import type { AppsModule } from "../apps/module.js";
-import { StepUpServiceService } from "../gen/ringfence/stepup/v1/stepup_service.js";
 import type { Module } from "../lifecycle/module.js";
 import type { Registry } from "../registry.js";
 import { bindService } from "../rpc/binding.js";
-import { CALLERS, SUCCESS_STATUSES } from "../rpc/surface.js";
 import { StepUpChallenges } from "./challenges.js";
 import { DelegationClient } from "./delegation.js";
 import { StepUpLimits } from "./limits.js";
 import type { StepUpSessionModule } from "./needs.js";
 import { stepUpHandlers } from "./service.js";
 import { StepUpConfigStore } from "./store.js";
+import { STEP_UP } from "./surface.js";
 
 /**
  * The step-up tokens of completed challenges, as a session refresh redeems them (the session
@@ -40,10 +39,8 @@ export function stepUpModule(r: Registry, d: { apps: AppsModule; session: StepUp
   return {
     name: "stepup",
     bindings: [
-      bindService(StepUpServiceService, handlers, {
-        dialect: "session",
-        successStatuses: SUCCESS_STATUSES["ringfence.stepup.v1.StepUpService"],
-        callers: CALLERS["ringfence.stepup.v1.StepUpService"],
+      bindService(STEP_UP.definition, handlers, {
+        ...STEP_UP.surface,
         authenticators: { session: d.session.authenticate, app: d.apps.authenticate },
       }),
     ],

@@ -1,6 +1,5 @@
 import { badField, RingfenceError } from "../errors.js";
 import type { CallScope } from "../observability/calls.js";
-import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
 import type { RedisClient } from "../redis/client.js";
@@ -28,10 +27,12 @@ import {
   type StepUpUsers,
 } from "./needs.js";
 import { STEP_IDENTIFIER, type Decision } from "./rules.js";
+import type { OtpSettings } from "../otp/settings.js";
+import type { StepUpSettings } from "./settings.js";
 import type { StepUpConfigStore } from "./store.js";
 
 export interface StepUpDeps {
-  config: Config;
+  config: StepUpSettings & OtpSettings;
   log: Logger;
   redis: RedisClient;
   secrets: Secrets;

@@ -22,13 +22,15 @@ export function successorLink(path: string): string {
   return `<${path}>; rel="successor-version"`;
 }
 
-/** How every V1 service answers: V1 error bodies, deprecation headers, and 410 once switched off. */
+/** What every V1 service declares of its surface: V1 error bodies, its calls deprecated. */
+export const V1_SURFACE = { dialect: "v1", deprecated: true } as const;
+
+/** How every V1 service answers beyond its surface: deprecation headers, and 410 once switched off. */
 export function v1ServiceOptions(
   config: { DOCS_URL: string; V1_AFTER_SUNSET: "serve" | "gone" },
   successor: V1Successor,
 ) {
   return {
-    dialect: "v1" as const,
     headers: {
       deprecation: V1_DEPRECATION,
       sunset: V1_SUNSET,

@@ -1,5 +1,4 @@
 /** What the verification engine needs from the rest of the service; module.ts supplies it. */
-import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { OutboundGuard } from "../net/outbound.js";
 import type { Secrets } from "../crypto/secrets.js";
@@ -8,10 +7,20 @@ import type { LookupDataSource } from "../lookup/lookup-data.js";
 import type { FraudEngine } from "../fraud/engine.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { SmsProvider } from "../messaging/sms.js";
+import type { LookupSettings } from "../lookup/settings.js";
+import type { MessagingSettings } from "../messaging/settings.js";
+import type { OtpSettings } from "../otp/settings.js";
+import type { VerifySettings } from "./settings.js";
 import type { VerifyStore } from "./store.js";
 
+/** What verification reads: its own settings, the code policy, the spam rules of lookups, the SMS side's. */
+export type VerifyConfig = VerifySettings &
+  OtpSettings &
+  Pick<LookupSettings, "SPAM_LINE_TYPES" | "SPAM_DISPOSABLE"> &
+  Pick<MessagingSettings, "SMS_FROM" | "SMS_PROVIDER" | "SMS_HTTP_TIMEOUT_MS" | "SMPP_SUBMIT_TIMEOUT_MS">;
+
 export interface VerifyDeps {
-  config: Config;
+  config: VerifyConfig;
   log: Logger;
   accounts: AccountStore;
   secrets: Secrets;

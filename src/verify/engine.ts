@@ -10,6 +10,8 @@ import { limitSubject } from "../net/cidr.js";
 import type { CallScope } from "../observability/calls.js";
 import { renderOtpSms, resolveLocale } from "../messaging/templates.js";
 import type { DeliveryReceipt } from "../messaging/sms.js";
+import { defaultSmsSender } from "../messaging/settings.js";
+import { codePolicy, type CodePolicy } from "../otp/settings.js";
 import { secretRef, type CorrelatedEnvelope } from "../webhooks/stream.js";
 import type { AuthenticationStatus, CheckStatus, Envelope, RetryStatus } from "./model.js";
 import type { SendPlace, SendRules, Signals, StoredAuthentication } from "./store.js";
@@ -73,10 +75,13 @@ export class VerifyEngine {
 
   /** The send and retry scripts' settings, in their text: one object, so one script each. */
   private readonly rules: SendRules;
+  /** The codes it sends: length, lifetime, checks (src/otp/settings.ts). */
+  readonly code: CodePolicy;
 
   constructor(readonly deps: VerifyDeps) {
     this.now = deps.now ?? Date.now;
     const { config } = deps;
+    this.code = codePolicy(config);
     this.rules = {
       retryIntervalMs: config.OTP_RETRY_INTERVAL_SECONDS * 1000,
       maxRetries: config.OTP_MAX_RETRIES,
@@ -138,17 +143,17 @@ export class VerifyEngine {
     const authUuid = randomUUID();
     const code = newCode(req.codeLength);
     const locale = resolveLocale(req.locale === "" ? undefined : req.locale, phone.countryCode);
-    const from = req.senderId === "" ? config.SMS_FROM : req.senderId;
+    const from = req.senderId === "" ? defaultSmsSender(config) : req.senderId;
     const message = renderOtpSms({
       code,
       locale,
       templateId: req.templateId === "" ? undefined : req.templateId,
       customTemplates: account.templates,
-      lifetimeMinutes: Math.ceil(config.OTP_TTL_SECONDS / 60),
+      lifetimeMinutes: Math.ceil(this.code.ttlSeconds / 60),
       appRealm: req.appRealm === "" ? undefined : req.appRealm,
     });
     const createdAt = new Date(t).toISOString();
-    const expiresMs = t + config.OTP_TTL_SECONDS * 1000;
+    const expiresMs = t + this.code.ttlSeconds * 1000;
     const expiresAt = new Date(expiresMs).toISOString();
     const price = this.priceFor(phone.countryCode);
     const shapes = EVENT_SHAPES[req.api];
@@ -253,7 +258,7 @@ export class VerifyEngine {
     if (phone === undefined) throw new RingfenceError("internal_server_error", "stored number is unreadable");
 
     const t = this.now();
-    const code = newCode(auth.codeLength > 0 ? auth.codeLength : config.OTP_LENGTH);
+    const code = newCode(auth.codeLength > 0 ? auth.codeLength : this.code.length);
     const message = renderOtpSms({
       code,
       locale: auth.locale,
@@ -320,7 +325,7 @@ export class VerifyEngine {
     api: VerifyApi,
     call: CallScope,
   ): Promise<CheckStatus | "not_found"> {
-    const { store, config } = this.deps;
+    const { store } = this.deps;
     const t = this.now();
     const at = new Date(t).toISOString();
     const shapes = EVENT_SHAPES[api];
@@ -332,7 +337,7 @@ export class VerifyEngine {
     const { status, hooked, phone } = await store.check(account.customerUuid, authUuid, {
       now: t,
       codeHash: this.hashCode(authUuid, code),
-      maxChecks: config.OTP_MAX_CHECKS,
+      maxChecks: this.code.maxChecks,
       api,
       events:
         valid === undefined || invalid === undefined

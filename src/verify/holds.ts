@@ -1,12 +1,23 @@
 import { RingfenceError } from "../errors.js";
-import type { Config } from "../config.js";
 import { errorMessage, type Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { COMMAND_TIMEOUT_MS } from "../redis/client.js";
 import { DeliveryError, type OutgoingSms } from "../messaging/provider.js";
-import type { SmsProvider } from "../messaging/sms.js";
+import { longestSmsSendMs, type SmsProvider } from "../messaging/sms.js";
 import type { CallScope } from "../observability/calls.js";
+import type { VerifyConfig } from "./deps.js";
 import type { Hold, HoldArgs, VerifyStore } from "./store.js";
+
+/** What holds read: their own settings, and what the SMS side says of its longest send. */
+export type HoldSettings = Pick<
+  VerifyConfig,
+  | "SMS_HOLD_MARGIN_MS"
+  | "SMS_HOLD_RECOVERY_INTERVAL_MS"
+  | "SMS_RECEIPT_RETENTION_SECONDS"
+  | "SMS_PROVIDER"
+  | "SMS_HTTP_TIMEOUT_MS"
+  | "SMPP_SUBMIT_TIMEOUT_MS"
+>;
 
 /**
  * A charging script refuses to act this long after it was issued: the caller's command times
@@ -15,10 +26,8 @@ import type { Hold, HoldArgs, VerifyStore } from "./store.js";
 export const STALE_AFTER_MS = COMMAND_TIMEOUT_MS - 250;
 
 /** How long the owner of a hold may still be sending its message: past that, recovery takes it. */
-export function holdSpanMs(config: Config): number {
-  const provider =
-    config.SMS_PROVIDER === "smpp" ? config.SMPP_SUBMIT_TIMEOUT_MS : config.SMS_HTTP_TIMEOUT_MS;
-  return STALE_AFTER_MS + provider + config.SMS_HOLD_MARGIN_MS;
+export function holdSpanMs(config: HoldSettings): number {
+  return STALE_AFTER_MS + longestSmsSendMs(config) + config.SMS_HOLD_MARGIN_MS;
 }
 
 /**
@@ -88,7 +97,7 @@ export function giveBack(
 
 /** The hold arguments of a send or retry issued now, its message sealed (it holds the code). */
 export function holdArgs(
-  deps: { config: Config; secrets: Secrets },
+  deps: { config: HoldSettings; secrets: Secrets },
   owner: string,
   sms: OutgoingSms,
 ): HoldArgs & { id: string } {
@@ -104,7 +113,7 @@ export function holdArgs(
 }
 
 export interface HoldRecoveryOptions {
-  config: Config;
+  config: HoldSettings;
   store: VerifyStore;
   sms: SmsProvider;
   secrets: Secrets;

@@ -1,7 +1,7 @@
 import type { Keys } from "../redis/client.js";
 import { AccountKeys } from "../accounts/keys.js";
-import { WindowKeys } from "../otp/window-keys.js";
-import { outboxKeys } from "../webhooks/stream.js";
+import { WindowKeys } from "../otp/keys.js";
+import { outboxKeys } from "../webhooks/keys.js";
 
 /** The keys of one authentication, all under its customer's hash tag. */
 export interface AuthKeys {

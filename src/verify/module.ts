@@ -1,18 +1,16 @@
 import type { AccountsModule } from "../accounts/module.js";
 import { isRedisUnavailable } from "../errors.js";
-import { VerifyServiceService } from "../gen/ringfence/verify/v1/verify_service.js";
-import { VerificationServiceService } from "../gen/ringfence/verify/v2/verification_service.js";
 import type { Module } from "../lifecycle/module.js";
 import { errorMessage } from "../log.js";
 import type { MessagingModule } from "../messaging/module.js";
 import type { Registry } from "../registry.js";
 import { bindService } from "../rpc/binding.js";
-import { CALLERS } from "../rpc/surface.js";
 import { v1ServiceOptions } from "../v1/deprecation.js";
 import type { WebhooksModule } from "../webhooks/module.js";
 import { bodyCustomerUuid } from "../accounts/authenticate.js";
 import { HoldRecovery } from "./holds.js";
 import { verifyHandlers, VerifyEngine } from "./service.js";
+import { VERIFICATION_V2, VERIFY_V1 } from "./surface.js";
 import { verificationHandlers } from "./v2.js";
 
 /**
@@ -54,16 +52,15 @@ export function verifyModule(
   return {
     name: "verify",
     bindings: [
-      bindService(VerifyServiceService, verifyHandlers(engine), {
+      bindService(VERIFY_V1.definition, verifyHandlers(engine), {
+        ...VERIFY_V1.surface,
         ...v1ServiceOptions(r.config, "verify"),
-        callers: CALLERS["ringfence.verify.v1.VerifyService"],
         authenticators: { account: d.accounts.customer(bodyCustomerUuid) },
         // A read-back names no customer: the key alone finds the account.
         methodAuthenticators: { getAuthentication: d.accounts.apiKey },
       }),
-      bindService(VerificationServiceService, verificationHandlers(engine), {
-        dialect: "v2",
-        callers: CALLERS["ringfence.verify.v2.VerificationService"],
+      bindService(VERIFICATION_V2.definition, verificationHandlers(engine), {
+        ...VERIFICATION_V2.surface,
         authenticators: { account: d.accounts.bearer },
       }),
     ],

@@ -57,7 +57,7 @@ export function verifyHandlers(engine: VerifyEngine): Handlers<typeof VerifyServ
           appRealm: input.appRealm,
           callbackUrl: input.callbackUrl,
           correlationId: input.correlationId,
-          codeLength: config.OTP_LENGTH,
+          codeLength: engine.code.length,
         },
         ctx,
       );

@@ -120,7 +120,7 @@ const metadataOf = (correlationId: string) => (correlationId === "" ? undefined 
  * running verification retries it, and a check finds the verification by its number.
  */
 export function verificationHandlers(engine: VerifyEngine): Handlers<typeof VerificationServiceService> {
-  const { config, store } = engine.deps;
+  const { store } = engine.deps;
   const now = engine.deps.now ?? Date.now;
 
   return {
@@ -178,14 +178,14 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
         appRealm: req.options?.appRealm?.value ?? "",
         callbackUrl: options.callbackUrl,
         correlationId,
-        codeLength: options.codeSize ?? config.OTP_LENGTH,
+        codeLength: options.codeSize ?? engine.code.length,
       };
 
       // A creation that another one overtook (both saw no running verification) looks again,
       // and then retries the one that came first: one verification per number at a time.
       for (let look = 1; ; look += 1) {
         const { indexed, auth } = await store.targetState(account.customerUuid, phone.e164);
-        if (auth !== undefined && isRunning(auth, now(), config.OTP_MAX_CHECKS)) {
+        if (auth !== undefined && isRunning(auth, now(), engine.code.maxChecks)) {
           // Gone between the read and the retry (a refused first message is taken back): none runs.
           const r = await engine.retry(account, indexed, auth, ctx).catch((err: unknown) => {
             if (err instanceof RingfenceError && err.code === "no_associated_auth_found") return undefined;

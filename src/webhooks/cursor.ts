@@ -4,7 +4,7 @@
  */
 import type { RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
-import type { OutboxKeys } from "./stream.js";
+import type { OutboxKeys } from "./keys.js";
 
 const file = (name: string) => new URL(`./${name}.lua`, import.meta.url);
 export const advanceCursor = defineScript({

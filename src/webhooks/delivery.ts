@@ -22,7 +22,8 @@ import {
   type QueuedDelivery,
 } from "./queue.js";
 import { SIGNATURE_HEADER, signWebhook } from "./signature.js";
-import { outboxKeys, readEnvelopeHead, type OutboxKeys } from "./stream.js";
+import { outboxKeys, type OutboxKeys } from "./keys.js";
+import { readEnvelopeHead } from "./stream.js";
 
 /** When another worker delivers the stream, look again this soon. */
 const LOCK_BUSY_RETRY_MS = 200;

@@ -1,6 +1,7 @@
 import type { Module } from "../lifecycle/module.js";
-import { createBlockingRedis } from "../redis/client.js";
+import { createBlockingRedis, keyPrefix } from "../redis/client.js";
 import type { Registry } from "../registry.js";
+import { queuePrefix } from "./keys.js";
 import { WebhookOutbox } from "./outbox.js";
 import { SecretResolvers } from "./stream.js";
 
@@ -8,6 +9,8 @@ export interface WebhooksModule extends Module {
   outbox: WebhookOutbox;
   /** The owners of the secrets that sign streams register here, by the kind of their `secret_ref`. */
   resolvers: SecretResolvers;
+  /** Age after which an undelivered event is no longer retried (WEBHOOK_GIVE_UP_MS): what a stream must outlive. */
+  giveUpAfterMs: number;
 }
 
 /**
@@ -22,7 +25,7 @@ export function webhooksModule(r: Registry, sweep: boolean): WebhooksModule {
     redis: r.redis,
     connection: () => createBlockingRedis(config),
     keys: r.keys,
-    queuePrefix: `{${config.REDIS_KEY_PREFIX}bull}`,
+    queuePrefix: queuePrefix(keyPrefix(config)),
     resolveSecret: resolvers.resolve,
     log,
     outbound: r.outbound,
@@ -45,6 +48,7 @@ export function webhooksModule(r: Registry, sweep: boolean): WebhooksModule {
   return {
     name: "webhooks",
     outbox,
+    giveUpAfterMs: config.WEBHOOK_GIVE_UP_MS,
     resolvers,
     background: [
       {

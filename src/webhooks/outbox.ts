@@ -22,7 +22,7 @@ import {
   type DeliveryWorker,
 } from "./queue.js";
 import { quit, settlesBy } from "./shutdown.js";
-import { outboxKeys } from "./stream.js";
+import { outboxKeys } from "./keys.js";
 import { RecoverySweep } from "./sweep.js";
 
 export { WebhookDeliveryError, type WebhookBackoff, type WebhookOutboxOptions } from "./options.js";

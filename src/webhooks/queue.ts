@@ -8,7 +8,7 @@ import { z } from "zod";
 import type { Logger } from "../log.js";
 import { isRedisUnavailable } from "../errors.js";
 import { RedisErrorReport, type RedisClient } from "../redis/client.js";
-import { hashTag } from "./stream.js";
+import { hashTag } from "./keys.js";
 
 /** The BullMQ queue (under queuePrefix) that holds delivery jobs. */
 export const WEBHOOK_QUEUE_NAME = "webhooks";

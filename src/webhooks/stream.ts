@@ -2,43 +2,12 @@ import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
+import { outboxKeys } from "./keys.js";
 
 /**
  * A webhook stream is a Redis LIST of JSON envelopes, appended to by the domain and delivered in
- * order by the WebhookOutbox. Beside the list, with keys that share its hash tag:
- * - `<list>:hook` HASH {url, secret_ref, expire_delivered_at?}: where to POST and which secret signs
- *   (written by the domain), and, for a stream the domain appends nothing to later, when it may go
- *   once delivered (ms; the outbox cuts the expiry of the stream, hook and count to it);
- * - `<list>:delivered` STRING: how many envelopes of the list were delivered (absent = 0; outbox only);
- * - `<list>:lock` STRING: the outbox's per-stream delivery lock (outbox only);
- * - `<prefix>whpending:{<tag>}` SET: holds `<list>` while it has undelivered envelopes (the domain
- *   SADDs on every append; the outbox SREMs once LLEN == delivered, atomically).
+ * order by the WebhookOutbox, beside the keys that src/webhooks/keys.ts names (`outboxKeys`).
  */
-export interface OutboxKeys {
-  hook: string;
-  delivered: string;
-  pending: string;
-  lock: string;
-}
-
-export function outboxKeys(listKey: string, keys: Keys): OutboxKeys {
-  return {
-    hook: `${listKey}:hook`,
-    delivered: `${listKey}:delivered`,
-    pending: keys.key(PENDING_KIND, hashTag(listKey)),
-    lock: `${listKey}:lock`,
-  };
-}
-
-export const PENDING_KIND = "whpending";
-
-/** The Redis Cluster hash tag of a key: what lies between its first `{` and the next `}`. */
-export function hashTag(key: string): string {
-  const open = key.indexOf("{");
-  const close = open < 0 ? -1 : key.indexOf("}", open + 1);
-  if (close <= open + 1) throw new Error(`webhook stream key has no hash tag: ${key}`);
-  return key.slice(open + 1, close);
-}
 
 /** What the domain writes once per stream in `<list>:hook`. */
 export interface WebhookHook {

@@ -5,7 +5,7 @@
 import { errorMessage, type Logger } from "../log.js";
 import { scanKeys, type Keys, type RedisClient } from "../redis/client.js";
 import { finish, position } from "./cursor.js";
-import { outboxKeys, PENDING_KIND } from "./stream.js";
+import { allPendingSets, outboxKeys } from "./keys.js";
 
 /** What a sweep needs from the outbox that runs it. */
 export interface SweepNeeds {
@@ -34,7 +34,7 @@ export class RecoverySweep {
   async sweep(): Promise<number> {
     const { redis, keys } = this.needs;
     let kicked = 0;
-    for await (const sets of scanKeys(redis, keys.key(PENDING_KIND, "*"))) {
+    for await (const sets of scanKeys(redis, allPendingSets(keys))) {
       for (const set of sets) {
         for (const list of await redis.smembers(set)) {
           if (await this.recover(list)) kicked++;

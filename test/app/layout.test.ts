@@ -1,12 +1,15 @@
 import { expect } from "chai";
 import { readdirSync, readFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { settingNames } from "../../src/config.js";
+import { SERVICES } from "../../src/surfaces.js";
 import { importCycles, sourceGraph } from "../support/imports.js";
 
 /**
  * The shape issue 21 gave the code, held by a test so that it stays: a short composition root,
- * modules that do not reach into one another, one home for the rate-limit window keys, a grant
+ * modules that do not reach into one another, key names built only in keys.ts files (one folder
+ * per key kind, one home for the rate-limit window keys), a grant
  * without a queue, a verify store of one job, and a test tree that mirrors src/.
  */
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -29,8 +32,7 @@ const lines = (path: string) => readFileSync(path, "utf8").split("\n").length;
  */
 const SHARED = [
   "awaitable.ts",
-  "config-docs.ts",
-  "config.ts",
+  "command",
   "crypto",
   "errors.ts",
   "gateway",
@@ -44,6 +46,7 @@ const SHARED = [
   "phone",
   "redis",
   "rpc",
+  "settings",
   "types",
 ];
 const DOMAINS = [
@@ -60,9 +63,20 @@ const DOMAINS = [
   "verify",
   "webhooks",
 ];
-const COMPOSITION = ["app.ts", "cli", "cli.ts", "commands.ts", "healthcheck.ts", "registry.ts", "workers.ts"];
+const COMPOSITION = [
+  "app.ts",
+  "cli",
+  "cli.ts",
+  "commands.ts",
+  "config-docs.ts",
+  "config.ts",
+  "healthcheck.ts",
+  "registry.ts",
+  "surfaces.ts",
+  "workers.ts",
+];
 /** Files still over 500 lines, each waiting for its split (docs/development.md#layout). */
-const LONG_FILES_LEFT = ["src/config.ts"];
+const LONG_FILES_LEFT: string[] = [];
 const top = (path: string) => path.split("/")[0] ?? path;
 const where = (path: string) => relative(ROOT, path);
 
@@ -85,9 +99,37 @@ describe("code layout: layers, the composition root and module boundaries", () =
     expect(importers.map((f) => where(f.path))).to.have.length.at.most(1);
   });
 
-  it("builds the rl window keys in one module, src/otp/window-keys.ts", () => {
+  it("builds the rl window keys in one module, src/otp/keys.ts", () => {
     const builders = files.filter((f) => /["']rl["']/.test(f.text)).map((f) => where(f.path));
-    expect(builders).to.deep.equal(["src/otp/window-keys.ts"]);
+    expect(builders).to.deep.equal(["src/otp/keys.ts"]);
+  });
+
+  it("builds key names only in keys.ts files", () => {
+    // A call of Keys.key, a template writing a hash tag, or one writing a kind after the key prefix.
+    const building = /\.key\(|:\{\$\{|\$\{[\w.]*prefix\}[a-z]/i;
+    const builders = files.filter(
+      (f) =>
+        basename(f.path) !== "keys.ts" && f.path !== join(SRC, "redis", "client.ts") && building.test(f.text),
+    );
+    expect(builders.map((f) => where(f.path))).to.deep.equal([]);
+  });
+
+  it("claims each key kind in one folder", () => {
+    const folders = new Map<string, Set<string>>();
+    for (const f of files) {
+      for (const [, kind] of f.text.matchAll(/\.key\(\s*["'`]([^"'`]+)["'`]/g)) {
+        if (kind === undefined) continue;
+        folders.set(kind, (folders.get(kind) ?? new Set()).add(top(where(f.path).slice("src/".length))));
+      }
+    }
+    expect(folders.size, "kinds found").to.be.at.least(20);
+    // A kind passed in a variable would escape the count: every kind is written where it is built.
+    const unnamed = files.filter((f) => /\.key\(\s*[^"'`\s]/.test(f.text)).map((f) => where(f.path));
+    expect(unnamed).to.deep.equal([]);
+    const shared = [...folders]
+      .filter(([, owners]) => owners.size > 1)
+      .map(([kind, owners]) => `${kind}: ${[...owners].join(", ")}`);
+    expect(shared).to.deep.equal([]);
   });
 
   it("keeps the token grant free of a queue: no class, no waiting line", () => {
@@ -126,6 +168,29 @@ describe("code layout: layers, the composition root and module boundaries", () =
       expect(reaching).to.deep.equal([]);
     });
 
+    it("lets rpc/, gateway/ and openapi/ name no proto service and no V2 area: the domains declare them", () => {
+      const areas = SERVICES.flatMap((s) => s.v2Areas);
+      expect(areas, "V2 areas the domains declare").to.not.be.empty;
+      const transport = files.filter((f) =>
+        ["rpc", "gateway", "openapi"].includes(top(relative(SRC, f.path))),
+      );
+      expect(transport.length).to.be.at.least(10);
+      // A quoted proto package or service (`"ringfence.verify.v1..."`), but not a span attribute.
+      const service = /["'`]ringfence\.[a-z_]+\.v\d+\b/;
+      // A V2 path (`/v2/...`, `\/v2\/(...|...)`), or two areas side by side as a list would put them.
+      const areaOf = (text: string) =>
+        [...text.matchAll(/\/v2\\?\/\(?([a-z_|-]+)/g)].flatMap(([, names]) => names?.split("|") ?? []);
+      const naming = transport.filter(
+        (f) =>
+          service.test(f.text) ||
+          areaOf(f.text).some((name) => areas.includes(name)) ||
+          areas.some((a) =>
+            areas.some((b) => a !== b && new RegExp(`${a}["'\`]?\\s*[|,]\\s*["'\`]?${b}\\b`).test(f.text)),
+          ),
+      );
+      expect(naming.map((f) => where(f.path))).to.deep.equal([]);
+    });
+
     it("ties no two domains both ways", () => {
       const ties = new Set(
         graph.flatMap((f) =>
@@ -142,6 +207,26 @@ describe("code layout: layers, the composition root and module boundaries", () =
       });
       expect(both).to.deep.equal([]);
     });
+
+    it("lets no domain file import src/config.ts: a domain takes its own settings slice, not the whole Config", () => {
+      const importers = graph.filter((f) => layerOf(f.path) === "domain" && f.imports.includes("config.ts"));
+      expect(importers.map((f) => f.path)).to.deep.equal([]);
+    });
+  });
+
+  it("reads every setting in one domain folder, besides the loader and the composition root", () => {
+    // src/settings/ (the loader), the composition root and the settings docs generator are exempt.
+    const readers = files.filter((f) => ![...COMPOSITION, "settings"].includes(top(relative(SRC, f.path))));
+    const names = settingNames();
+    expect(names.length, "settings found").to.be.at.least(80);
+    const shared = names.flatMap((name) => {
+      const read = new RegExp(`\\.${name}\\b`);
+      const folders = new Set(
+        readers.filter((f) => read.test(f.text)).map((f) => top(relative(SRC, f.path))),
+      );
+      return folders.size > 1 ? [`${name}: ${[...folders].sort().join(", ")}`] : [];
+    });
+    expect(shared).to.deep.equal([]);
   });
 
   it("cites only docs/ in comments, never a decisions document outside the repository", () => {

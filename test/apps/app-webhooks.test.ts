@@ -27,7 +27,8 @@ import { HTTP_STATUS_MARKER, type Authenticator, type CallContext } from "../../
 import type { StoredApp } from "../../src/apps/app.js";
 import { WebhookOutbox } from "../../src/webhooks/outbox.js";
 import { verifyWebhook } from "../../src/webhooks/signature.js";
-import { outboxKeys, type WebhookEnvelope } from "../../src/webhooks/stream.js";
+import { outboxKeys } from "../../src/webhooks/keys.js";
+import type { WebhookEnvelope } from "../../src/webhooks/stream.js";
 import { testRedisUrl } from "../support/hooks.js";
 import { Receiver, type Received } from "../support/receivers.js";
 import { basicAuth, rest } from "../support/rest.js";

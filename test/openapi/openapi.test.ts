@@ -4,6 +4,7 @@ import { parse } from "yaml";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { OPENAPI_PATH, renderYaml } from "../../src/openapi/generate.js";
 import { loadContract } from "../../src/rpc/contract.js";
+import { SERVICES } from "../../src/surfaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 
 type Doc = {
@@ -26,7 +27,7 @@ function documentedRoutes(): { verb: string; path: string; rpc: string }[] {
 
 describe("OpenAPI document (openapi/ringfence.yaml)", () => {
   it("matches the protos (run `npm run generate` when this fails)", () => {
-    expect(committed()).to.equal(renderYaml());
+    expect(committed()).to.equal(renderYaml(SERVICES));
   });
 
   it("is a valid OpenAPI 3.1 document, by @seriousme/openapi-schema-validator", async () => {
@@ -120,6 +121,18 @@ describe("OpenAPI document (openapi/ringfence.yaml)", () => {
       expect(res.headers.get("content-type")).to.match(/^application\/json/);
       expect(res.headers.get("x-request-id")).to.be.a("string");
       expect(await res.json()).to.deep.equal(parse(committed()));
+    });
+
+    it("answers a path no route takes with the V2 body in every V2 area the domains declare, and only there", async () => {
+      const areas = SERVICES.flatMap((s) => s.v2Areas);
+      expect(areas).to.not.be.empty;
+      for (const path of [...areas.map((a) => `/v2/${a}/no-such-path`), ...areas.map((a) => `/v2/${a}`)]) {
+        const res = await fetch(`${app.baseUrl}${path}`, { method: "PUT" });
+        const body = (await res.json()) as Record<string, unknown>;
+        expect(Object.keys(body).sort(), path).to.deep.equal(["code", "message", "request_id", "type"]);
+      }
+      const outside = await fetch(`${app.baseUrl}/v2/${areas[0] ?? ""}x/no-such-path`, { method: "PUT" });
+      expect(Object.keys((await outside.json()) as object).sort()).to.deep.equal(["code", "message"]);
     });
   });
 });

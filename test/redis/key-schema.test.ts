@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { Keys } from "../../src/redis/client.js";
 import { AccountKeys } from "../../src/accounts/keys.js";
-import { WindowKeys } from "../../src/otp/window-keys.js";
+import { WindowKeys } from "../../src/otp/keys.js";
 import { VerifyKeys } from "../../src/verify/keys.js";
 
 // Stored keys keep their names: rows, holds and accounts written before must still be found.

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { Cluster } from "ioredis";
 import { connectRedis, createRedis } from "../../src/redis/client.js";
-import { outboxKeys } from "../../src/webhooks/stream.js";
+import { outboxKeys } from "../../src/webhooks/keys.js";
 import { startRedisCluster, type RedisCluster } from "../support/redis.js";
 import { eventually, Harness } from "../support/webhooks.js";
 

@@ -3,7 +3,7 @@ import { Redis } from "ioredis";
 import { loadConfig } from "../../src/config.js";
 import { Metrics } from "../../src/observability/metrics.js";
 import { endpointOf } from "../../src/webhooks/endpoints.js";
-import { outboxKeys } from "../../src/webhooks/stream.js";
+import { outboxKeys } from "../../src/webhooks/keys.js";
 import type { WebhookOutbox } from "../../src/webhooks/outbox.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { SmsReceiver } from "../support/receivers.js";

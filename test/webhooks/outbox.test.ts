@@ -4,7 +4,7 @@ import { Redis } from "ioredis";
 import { startRedis, type RedisServer } from "../support/redis.js";
 import { verifyWebhook } from "../../src/webhooks/signature.js";
 import { WEBHOOK_QUEUE_NAME } from "../../src/webhooks/queue.js";
-import { outboxKeys } from "../../src/webhooks/stream.js";
+import { outboxKeys } from "../../src/webhooks/keys.js";
 import { eventually, Harness, sleep } from "../support/webhooks.js";
 
 describe("webhook outbox", () => {

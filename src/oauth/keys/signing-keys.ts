@@ -6,6 +6,7 @@ import type { Secrets } from "../../crypto/secrets.js";
 import type { Keys, RedisClient } from "../../redis/client.js";
 import { defineScript } from "../../redis/script.js";
 import { announceChange, WatchedCache } from "../../redis/watched-cache.js";
+import { OAuthKeys } from "../keys.js";
 
 /**
  * The keys that sign access tokens (ES256), shared by every instance through Redis.
@@ -130,8 +131,9 @@ export class RedisSigningKeys implements SigningKeys {
     if (!(options.tokenLifetimeSeconds > 0) || !(skew >= 0)) {
       throw new Error("tokenLifetimeSeconds must be positive and clockSkewSeconds not negative");
     }
-    this.hashKey = keys.key("signing", "keys");
-    this.kid = new WatchedCache(keys.key("signing", "rotated"), { maxAgeMs: KID_MAX_AGE_MS, maxEntries: 1 });
+    const oauthKeys = new OAuthKeys(keys);
+    this.hashKey = oauthKeys.signingKeys();
+    this.kid = new WatchedCache(oauthKeys.signingRotations(), { maxAgeMs: KID_MAX_AGE_MS, maxEntries: 1 });
     this.retentionMs = (options.tokenLifetimeSeconds + skew) * 1000;
     this.now = options.now ?? Date.now;
   }

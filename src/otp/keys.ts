@@ -1,5 +1,7 @@
 import type { Keys } from "../redis/client.js";
 
+// The keys of the one-time-code machinery that several domains share: windows and challenges.
+
 /**
  * The one home of the rate-limit window keys (`rl`), whichever domain counts with them
  * (otp/window.lua's sliding windows). Windows that one script takes together share a hash tag:
@@ -104,5 +106,24 @@ export class WindowKeys {
   /** Failed API keys from one address (its limit subject). */
   apiKeyFailures(subject: string): string {
     return this.rl(`ip:${subject}`, "apikey-failures");
+  }
+}
+
+/**
+ * The one home of the code challenge records (`chal`) that src/otp/challenge.ts stores and
+ * otp/check-code.lua checks, whichever domain issues them. Each is keyed by its id, the hash of
+ * its token's secret.
+ */
+export class ChallengeKeys {
+  constructor(private readonly keys: Keys) {}
+
+  /** A login challenge (src/session/challenges.ts), under its own hash tag. */
+  login(id: string): string {
+    return this.keys.key("chal", id);
+  }
+
+  /** A step-up challenge (src/stepup/challenges.ts), under its user's hash tag, beside its sessions. */
+  stepUp(userId: string, id: string): string {
+    return this.keys.key("chal", userId, id);
   }
 }
