@@ -1,6 +1,5 @@
-import type { Module } from "../lifecycle/module.js";
+import type { Module, SharedParts } from "../lifecycle/module.js";
 import { errorMessage } from "../log.js";
-import type { Registry } from "../registry.js";
 import { keyed, type CallContext, type CallerAuthenticator } from "../rpc/binding.js";
 import type { WebhooksModule } from "../webhooks/module.js";
 import { ACCOUNT_SECRET_KIND, type StoredAccount } from "./account.js";
@@ -10,7 +9,10 @@ import {
   bearerKeyAuthenticator,
   customerAuthenticator,
 } from "./authenticate.js";
+import type { AccountCache } from "./cache.js";
 import { KeyFailures } from "./key-failures.js";
+import type { AccountsSettings } from "./settings.js";
+import type { RedisAccountStore } from "./store.js";
 
 export interface AccountsModule extends Module {
   /** V1: the API key of the account the call names (`customerUuidOf`). */
@@ -28,7 +30,14 @@ export interface AccountsModule extends Module {
  * address), the cache those read (it follows announced changes), the signing secret of their
  * webhook streams, and the API-key index that V1 read-backs need, completed in the background.
  */
-export function accountsModule(r: Registry, webhooks: WebhooksModule): AccountsModule {
+/** What the accounts module takes of the process (src/registry.ts gives it). */
+export interface AccountsNeeds extends Pick<SharedParts, "log" | "redis" | "keys" | "secrets"> {
+  config: AccountsSettings;
+  accounts: RedisAccountStore;
+  accountCache: AccountCache;
+}
+
+export function accountsModule(r: AccountsNeeds, webhooks: WebhooksModule): AccountsModule {
   const failures = new KeyFailures(r.redis, r.keys, r.config.API_KEY_FAILURES_IP);
   webhooks.resolvers.register(ACCOUNT_SECRET_KIND, (customerUuid) => r.accounts.webhookSecret(customerUuid));
   return {

@@ -1,10 +1,9 @@
-import type { Module } from "../lifecycle/module.js";
-import type { Registry } from "../registry.js";
+import type { Module, SharedParts } from "../lifecycle/module.js";
 import { keyed, type CallerAuthenticator } from "../rpc/binding.js";
 import type { WebhooksModule } from "../webhooks/module.js";
 import type { StoredApp } from "./app.js";
 import { appHandlerSets } from "./handlers.js";
-import { APP_CALLER } from "./store.js";
+import { APP_CALLER, type AppStore } from "./store.js";
 import { APP_WEBHOOK_REF_KIND, AppWebhooks, appWebhookSecret, type AppEvents } from "./webhooks.js";
 
 export interface AppsModule extends Module {
@@ -17,7 +16,12 @@ export interface AppsModule extends Module {
 }
 
 /** Apps: their management keys, scopes and webhook subscriptions (whose secrets sign their streams). */
-export function appsModule(r: Registry, webhooks: WebhooksModule): AppsModule {
+/** What the apps module takes of the process (src/registry.ts gives it). */
+export interface AppsNeeds extends Pick<SharedParts, "log" | "redis" | "keys" | "secrets" | "outbound"> {
+  apps: AppStore;
+}
+
+export function appsModule(r: AppsNeeds, webhooks: WebhooksModule): AppsModule {
   webhooks.resolvers.register(APP_WEBHOOK_REF_KIND, (_id, ref) =>
     appWebhookSecret(r.redis, r.keys, r.secrets, ref),
   );

@@ -3,15 +3,16 @@ import { accountOf } from "../accounts/authenticate.js";
 import type { AccountsModule } from "../accounts/module.js";
 import { badField, refusedBy } from "../errors.js";
 import { FraudServiceService } from "../gen/ringfence/verify/v2/fraud_service.js";
-import type { Module } from "../lifecycle/module.js";
+import type { Module, SharedParts } from "../lifecycle/module.js";
 import { takeWindows, tooManyAttempts, type WindowRule } from "../otp/code.js";
 import { WindowKeys } from "../otp/keys.js";
 import type { Keys, RedisClient } from "../redis/client.js";
-import type { Registry } from "../registry.js";
 import { bindService, type Handlers } from "../rpc/binding.js";
+import type { FraudEngine } from "./engine.js";
 import { FraudInsights } from "./insights.js";
 import { AccountLanes } from "./lanes.js";
 import { FraudInputError } from "./policy.js";
+import type { FraudConfig } from "./settings.js";
 import { FRAUD_V2 } from "./surface.js";
 
 /** The setting that limits an account's reads of its reports, named in refusals. */
@@ -122,7 +123,13 @@ export function fraudHandlers(
  * number of calls per account. The engine itself runs inside the send scripts (src/verify,
  * src/session); its policy is set with `ringfence fraud`.
  */
-export function fraudModule(r: Registry, accounts: AccountsModule): Module {
+/** What the fraud module takes of the process (src/registry.ts gives it). */
+export interface FraudNeeds extends Pick<SharedParts, "redis" | "keys" | "secrets"> {
+  config: Pick<FraudConfig, "REPORTS_LIMIT_ACCOUNT">;
+  fraud: FraudEngine;
+}
+
+export function fraudModule(r: FraudNeeds, accounts: AccountsModule): Module {
   const insights = new FraudInsights(r.redis, r.fraud.keys, r.fraud.rules, r.secrets);
   const allowRead = reportReads({ redis: r.redis, keys: r.keys, rule: r.config.REPORTS_LIMIT_ACCOUNT });
   return {

@@ -1,5 +1,24 @@
-import type { RedisClient } from "../redis/client.js";
+import type { Secrets } from "../crypto/secrets.js";
+import type { Logger } from "../log.js";
+import type { OutboundGuard } from "../net/outbound.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Keys, RedisClient } from "../redis/client.js";
 import type { ServiceBinding } from "../rpc/binding.js";
+
+/**
+ * The process's shared connections and services (src/registry.ts builds them with every domain's
+ * stores): a module names the ones it takes, beside its own settings and stores, rather than the
+ * whole registry.
+ */
+export interface SharedParts {
+  log: Logger;
+  redis: RedisClient;
+  keys: Keys;
+  secrets: Secrets;
+  /** Calls to caller-supplied URLs: checked at registration and at connect time. */
+  outbound: OutboundGuard;
+  metrics: Metrics;
+}
 
 /**
  * What a domain brings to the running service (connect-es `router.service`, Hydra's registry):

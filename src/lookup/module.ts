@@ -1,11 +1,11 @@
 import type { AccountsModule } from "../accounts/module.js";
-import type { Module } from "../lifecycle/module.js";
+import type { Module, SharedParts } from "../lifecycle/module.js";
 import { errorMessage } from "../log.js";
-import type { Registry } from "../registry.js";
 import { bindService } from "../rpc/binding.js";
 import { v1ServiceOptions } from "../v1/deprecation.js";
 import { preloadNumberData } from "./numbers.js";
-import { lookupHandlers } from "./service.js";
+import type { RedisLookupData } from "./lookup-data.js";
+import { lookupHandlers, type LookupDeps } from "./service.js";
 import { LOOKUP_V1, LOOKUP_V2 } from "./surface.js";
 import { lookupV2Handlers } from "./v2.js";
 
@@ -14,7 +14,14 @@ import { lookupV2Handlers } from "./v2.js";
  * imported records followed as they change) and the override prefixes records imported before
  * them lack, completed in the background.
  */
-export function lookupModule(r: Registry, accounts: AccountsModule): Module {
+/** What the lookup module takes of the process (src/registry.ts gives it). */
+export interface LookupNeeds extends Pick<SharedParts, "log" | "secrets"> {
+  config: Parameters<typeof v1ServiceOptions>[0];
+  accounts: LookupDeps["accounts"];
+  lookupData: RedisLookupData;
+}
+
+export function lookupModule(r: LookupNeeds, accounts: AccountsModule): Module {
   const deps = { accounts: r.accounts, secrets: r.secrets, data: r.lookupData };
   return {
     name: "lookup",

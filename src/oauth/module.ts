@@ -1,13 +1,15 @@
 import type { AppsModule } from "../apps/module.js";
-import type { Module } from "../lifecycle/module.js";
-import type { Registry } from "../registry.js";
+import type { Module, SharedParts } from "../lifecycle/module.js";
 import { bindService, handlersOf } from "../rpc/binding.js";
 import { ClientAssertions } from "./client-assertion.js";
 import { ClientKeySets } from "./client-keys.js";
 import { DpopProofs } from "./dpop.js";
 import { TokenFailures } from "./failures.js";
 import { CachedKeySet } from "./keys/key-set.js";
-import { oauthHandlers } from "./service.js";
+import type { ClientStore } from "./clients.js";
+import type { RedisSigningKeys } from "./keys/signing-keys.js";
+import { oauthHandlers, type OAuthDeps } from "./service.js";
+import type { OAuthSettings } from "./settings.js";
 import { OAUTH } from "./surface.js";
 
 export interface OAuthModule extends Module {
@@ -22,7 +24,17 @@ export interface OAuthModule extends Module {
  * before the first token (a wrong SECRETS_KEY fails at start, not per call); every process
  * installs it, since the script that does keeps a key another got there first with.
  */
-export function oauthModule(r: Registry, apps: AppsModule): OAuthModule {
+/** What the OAuth module takes of the process (src/registry.ts gives it). */
+export interface OAuthNeeds extends Pick<SharedParts, "redis" | "keys" | "outbound"> {
+  config: OAuthSettings;
+  apps: OAuthDeps["apps"];
+  clients: ClientStore;
+  signingKeys: RedisSigningKeys;
+  /** User sessions, whose access tokens introspection answers for. */
+  sessions: OAuthDeps["sessions"];
+}
+
+export function oauthModule(r: OAuthNeeds, apps: AppsModule): OAuthModule {
   const keySet = new CachedKeySet(r.signingKeys);
   const handlers = oauthHandlers({
     apps: r.apps,
@@ -61,7 +73,10 @@ export function oauthModule(r: Registry, apps: AppsModule): OAuthModule {
  * What client authentication and the token endpoint check beyond secrets: `private_key_jwt`
  * client assertions (their keys fetched through the outbound guard) and DPoP proofs.
  */
-export function proofChecks(r: Registry): { assertions: ClientAssertions; dpop: DpopProofs } {
+export function proofChecks(r: Omit<OAuthNeeds, "apps" | "clients" | "signingKeys" | "sessions">): {
+  assertions: ClientAssertions;
+  dpop: DpopProofs;
+} {
   const issuer = r.config.ISSUER_URL;
   const tokenEndpoint = `${issuer}/v1/session/oauth/token`;
   return {

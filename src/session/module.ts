@@ -1,15 +1,31 @@
 import type { AppsModule } from "../apps/module.js";
-import type { Module } from "../lifecycle/module.js";
+import type { Module, SharedParts } from "../lifecycle/module.js";
 import type { MessagingModule } from "../messaging/module.js";
 import type { OAuthModule } from "../oauth/module.js";
-import type { Registry } from "../registry.js";
 import { bindService, handlersOf, type CallerAuthenticator } from "../rpc/binding.js";
 import { CodeSender } from "./delivery.js";
 import { KnownSources } from "./known-sources.js";
 import { PasswordChecker, PasswordFailures } from "./password-login.js";
 import { sessionHandlers, type StepUpTokens } from "./service.js";
 import { SESSION } from "./surface.js";
+import type { SessionStore } from "./sessions.js";
 import { sessionAuthenticator, type Caller } from "./tokens.js";
+import type { UserStore } from "./users.js";
+
+type SenderDeps = ConstructorParameters<typeof CodeSender>[0];
+type HandlerDeps = Parameters<typeof sessionHandlers>[0];
+
+/** What the session module takes of the process (src/registry.ts gives it). */
+export interface SessionNeeds extends Pick<SharedParts, "log" | "redis" | "keys" | "secrets" | "metrics"> {
+  config: SenderDeps["config"] & HandlerDeps["config"];
+  lookupData: SenderDeps["lookupData"];
+  apps: SenderDeps["apps"];
+  fraud: SenderDeps["fraud"];
+  users: UserStore;
+  sessions: SessionStore;
+  challenges: HandlerDeps["challenges"];
+  signingKeys: HandlerDeps["signingKeys"];
+}
 
 export interface SessionModule extends Module {
   /** The authentication chain of user calls: a session access token whose session is alive. */
@@ -20,7 +36,7 @@ export interface SessionModule extends Module {
 
 /** Users and their sessions: code and password logins, refreshes (a step-up token's among them), logout. */
 export function sessionModule(
-  r: Registry,
+  r: SessionNeeds,
   d: { messaging: MessagingModule; apps: AppsModule; oauth: OAuthModule; stepUpTokens: StepUpTokens },
 ): SessionModule {
   const codes = new CodeSender({

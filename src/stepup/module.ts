@@ -1,6 +1,5 @@
 import type { AppsModule } from "../apps/module.js";
-import type { Module } from "../lifecycle/module.js";
-import type { Registry } from "../registry.js";
+import type { Module, SharedParts } from "../lifecycle/module.js";
 import { bindService } from "../rpc/binding.js";
 import { StepUpChallenges } from "./challenges.js";
 import { DelegationClient } from "./delegation.js";
@@ -10,16 +9,27 @@ import { stepUpHandlers } from "./service.js";
 import { StepUpConfigStore } from "./store.js";
 import { STEP_UP } from "./surface.js";
 
+type HandlerDeps = Parameters<typeof stepUpHandlers>[0];
+
+/** What the step-up module takes of the process (src/registry.ts gives it). */
+export interface StepUpNeeds extends Pick<SharedParts, "log" | "redis" | "keys" | "secrets" | "outbound"> {
+  config: HandlerDeps["config"];
+  apps: HandlerDeps["apps"];
+  users: HandlerDeps["users"];
+  sessions: HandlerDeps["sessions"];
+  signingKeys: ConstructorParameters<typeof DelegationClient>[0]["keys"];
+}
+
 /**
  * The step-up tokens of completed challenges, as a session refresh redeems them (the session
  * module is built before step-up's, which needs its code sender and user chain).
  */
-export function stepUpTokens(r: Registry): StepUpChallenges {
+export function stepUpTokens(r: Pick<SharedParts, "redis" | "keys">): StepUpChallenges {
   return new StepUpChallenges(r.redis, r.keys);
 }
 
 /** Step-up: each app's configuration, its decisions (direct or by the app's hook), its challenges. */
-export function stepUpModule(r: Registry, d: { apps: AppsModule; session: StepUpSessionModule }): Module {
+export function stepUpModule(r: StepUpNeeds, d: { apps: AppsModule; session: StepUpSessionModule }): Module {
   const handlers = stepUpHandlers({
     config: r.config,
     log: r.log,

@@ -1,9 +1,8 @@
 import type { AccountsModule } from "../accounts/module.js";
 import { isRedisUnavailable } from "../errors.js";
-import type { Module } from "../lifecycle/module.js";
+import type { Module, SharedParts } from "../lifecycle/module.js";
 import { errorMessage } from "../log.js";
 import type { MessagingModule } from "../messaging/module.js";
-import type { Registry } from "../registry.js";
 import { bindService } from "../rpc/binding.js";
 import { v1ServiceOptions } from "../v1/deprecation.js";
 import type { WebhooksModule } from "../webhooks/module.js";
@@ -12,6 +11,19 @@ import { HoldRecovery } from "./holds.js";
 import { verifyHandlers, VerifyEngine } from "./service.js";
 import { VERIFICATION_V2, VERIFY_V1 } from "./surface.js";
 import { verificationHandlers } from "./v2.js";
+import type { VerifyDeps } from "./deps.js";
+import type { VerifyStore } from "./store.js";
+
+/** What the verify module takes of the process (src/registry.ts gives it). */
+export interface VerifyNeeds extends Pick<SharedParts, "log" | "secrets" | "outbound" | "metrics"> {
+  config: VerifyDeps["config"] &
+    ConstructorParameters<typeof HoldRecovery>[0]["config"] &
+    Parameters<typeof v1ServiceOptions>[0];
+  accounts: VerifyDeps["accounts"];
+  lookupData: VerifyDeps["lookupData"];
+  fraud: VerifyDeps["fraud"];
+  verify: VerifyStore;
+}
 
 /**
  * Phone verification, V1 and V2 on one engine: the delivery receipts it records, and the recovery
@@ -19,7 +31,7 @@ import { verificationHandlers } from "./v2.js";
  * atomic, so two instances never re-send one hold; one pass per instance is still enough.
  */
 export function verifyModule(
-  r: Registry,
+  r: VerifyNeeds,
   d: { messaging: MessagingModule; webhooks: WebhooksModule; accounts: AccountsModule },
 ): Module {
   const engine = new VerifyEngine({

@@ -1,8 +1,9 @@
-import type { Module } from "../lifecycle/module.js";
+import type { Module, SharedParts } from "../lifecycle/module.js";
 import { createBlockingRedis, keyPrefix } from "../redis/client.js";
-import type { Registry } from "../registry.js";
+import type { RedisSettings } from "../settings/shared.js";
 import { queuePrefix } from "./keys.js";
 import { WebhookOutbox } from "./outbox.js";
+import type { WebhookSettings } from "./settings.js";
 import { SecretResolvers } from "./stream.js";
 
 export interface WebhooksModule extends Module {
@@ -18,7 +19,12 @@ export interface WebhooksModule extends Module {
  * of them, and a per-stream lock in Redis keeps one delivery at a time per stream); `sweep`: whether
  * this process runs its recovery sweeps (one process per instance does).
  */
-export function webhooksModule(r: Registry, sweep: boolean): WebhooksModule {
+/** What the webhooks module takes of the process (src/registry.ts gives it). */
+export interface WebhooksNeeds extends Pick<SharedParts, "log" | "redis" | "keys" | "outbound" | "metrics"> {
+  config: WebhookSettings & RedisSettings;
+}
+
+export function webhooksModule(r: WebhooksNeeds, sweep: boolean): WebhooksModule {
   const { config, log, metrics } = r;
   const resolvers = new SecretResolvers();
   const outbox = new WebhookOutbox({
