@@ -12,6 +12,7 @@ import { DeliveryError, type SmsProvider } from "./provider.js";
 export function guardedSms(provider: SmsProvider, metrics: Pick<Metrics, "message">): SmsProvider {
   return {
     name: provider.name,
+    longestSendMs: provider.longestSendMs,
     async send(msg, call) {
       checkDeadline(call);
       const country = parseE164(msg.to)?.countryCode ?? "";

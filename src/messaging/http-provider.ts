@@ -7,11 +7,14 @@ import { postToProvider } from "./http-post.js";
  */
 export class HttpSmsProvider implements SmsProvider {
   readonly name = "http";
+  readonly longestSendMs: number;
 
   constructor(
     private readonly url: string,
     private readonly options: { timeoutMs: number },
-  ) {}
+  ) {
+    this.longestSendMs = options.timeoutMs;
+  }
 
   async send(msg: OutgoingSms): Promise<SentSms> {
     const { to, from, body, locale, reference } = msg;

@@ -32,7 +32,16 @@ export interface DeliveryReceipt {
 }
 
 export interface SmsProvider {
-  readonly name: "log" | "http" | "smpp";
+  /**
+   * Who delivers: the provider's identity in metrics, logs and the message ids stored for its
+   * receipts (an open name: every provider, of any protocol, has one).
+   */
+  readonly name: string;
+  /**
+   * The longest a `send` may take before it is refused for lack of an answer (the provider's own
+   * timeout): a charge held for a send is recovered only after it (src/verify/holds.ts).
+   */
+  readonly longestSendMs: number;
   /**
    * Resolves once the provider has accepted the message; rejects with a DeliveryError otherwise.
    * `call` is the call it is sent for (none for a background re-send): its deadline, its log.

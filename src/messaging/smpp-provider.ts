@@ -80,6 +80,8 @@ export class SmppSmsProvider implements SmsProvider {
   private readonly log: Logger;
   private readonly enquireLinkMs: number;
   private readonly submitTimeoutMs: number;
+  /** A send waits for the bind and the SMSC's answer within submitTimeoutMs in all. */
+  readonly longestSendMs: number;
   private readonly reconnectMinMs: number;
   private readonly reconnectMaxMs: number;
   private readonly receipts: ReceiptListeners;
@@ -97,6 +99,7 @@ export class SmppSmsProvider implements SmsProvider {
     this.log = options.log;
     this.enquireLinkMs = options.enquireLinkMs ?? 30_000;
     this.submitTimeoutMs = options.submitTimeoutMs ?? 10_000;
+    this.longestSendMs = this.submitTimeoutMs;
     this.reconnectMinMs = options.reconnectMinMs ?? 1_000;
     this.reconnectMaxMs = options.reconnectMaxMs ?? 30_000;
     this.backoffMs = this.reconnectMinMs;

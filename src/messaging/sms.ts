@@ -4,6 +4,7 @@ import { HttpSmsProvider } from "./http-provider.js";
 import { LogSmsProvider } from "./log-provider.js";
 import type { SmsProvider } from "./provider.js";
 import { SmppSmsProvider } from "./smpp-provider.js";
+import type { MessagingSettings } from "./settings.js";
 import { gateSends, type ShutdownGate } from "./shutdown.js";
 
 export type { DeliveryReceipt, DeliveryState, OutgoingSms, SentSms, SmsProvider } from "./provider.js";
@@ -15,7 +16,7 @@ export { ShutdownGate } from "./shutdown.js";
 
 /** The settings of docs/settings.md#message-delivery that choose and reach the SMS provider. */
 export interface SmsProviderConfig {
-  SMS_PROVIDER: "log" | "http" | "smpp";
+  SMS_PROVIDER: MessagingSettings["SMS_PROVIDER"];
   SMS_HTTP_URL?: string | undefined;
   /** Default 5000. */
   SMS_HTTP_TIMEOUT_MS?: number | undefined;
@@ -33,24 +34,7 @@ export interface SmsProviderConfig {
  */
 export function createSmsProvider(cfg: SmsProviderConfig, log: Logger, gate?: ShutdownGate): SmsProvider {
   const provider = openSmsProvider(cfg, log);
-  const timeoutMs = {
-    log: 0,
-    http: cfg.SMS_HTTP_TIMEOUT_MS ?? 5_000,
-    smpp: cfg.SMPP_SUBMIT_TIMEOUT_MS ?? 10_000,
-  }[provider.name];
-  return gateSends(provider, timeoutMs, gate);
-}
-
-/**
- * The longest a send through the chosen provider may take, each provider by its own timeout: the
- * log provider is counted as the HTTP one, as holds always have (docs/verify.md#charges-through-faults).
- */
-export function longestSmsSendMs(
-  cfg: Pick<SmsProviderConfig, "SMS_PROVIDER" | "SMS_HTTP_TIMEOUT_MS" | "SMPP_SUBMIT_TIMEOUT_MS">,
-): number {
-  return cfg.SMS_PROVIDER === "smpp"
-    ? (cfg.SMPP_SUBMIT_TIMEOUT_MS ?? 10_000)
-    : (cfg.SMS_HTTP_TIMEOUT_MS ?? 5_000);
+  return gateSends(provider, provider.longestSendMs, gate);
 }
 
 function openSmsProvider(cfg: SmsProviderConfig, log: Logger): SmsProvider {

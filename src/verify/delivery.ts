@@ -51,6 +51,7 @@ export async function deliver(
     settleHold(store, log, hold, "commit"),
     store
       .rememberMessage(
+        deps.sms.name,
         providerId,
         { customer: hold.customer, auth, attempt },
         deps.config.SMS_RECEIPT_RETENTION_SECONDS,

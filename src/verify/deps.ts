@@ -13,11 +13,11 @@ import type { OtpSettings } from "../otp/settings.js";
 import type { VerifySettings } from "./settings.js";
 import type { VerifyStore } from "./store.js";
 
-/** What verification reads: its own settings, the code policy, the spam rules of lookups, the SMS side's. */
+/** What verification reads: its own settings, the code policy, the spam rules of lookups, the sender's name. */
 export type VerifyConfig = VerifySettings &
   OtpSettings &
   Pick<LookupSettings, "SPAM_LINE_TYPES" | "SPAM_DISPOSABLE"> &
-  Pick<MessagingSettings, "SMS_FROM" | "SMS_PROVIDER" | "SMS_HTTP_TIMEOUT_MS" | "SMPP_SUBMIT_TIMEOUT_MS">;
+  Pick<MessagingSettings, "SMS_FROM">;
 
 export interface VerifyDeps {
   config: VerifyConfig;

@@ -354,10 +354,10 @@ export class VerifyEngine {
     await this.deps.fraud.convertedNumber(api, customer, e164);
   }
 
-  /** Turns a delivery receipt into its authentication's event, in its API's shape. */
-  async recordReceipt(receipt: DeliveryReceipt): Promise<void> {
+  /** Turns a delivery receipt of `provider` into its authentication's event, in its API's shape. */
+  async recordReceipt(provider: string, receipt: DeliveryReceipt): Promise<void> {
     const { store, log } = this.deps;
-    const owner = await store.messageOwner(receipt.providerId);
+    const owner = await store.messageOwner(provider, receipt.providerId);
     if (owner === undefined) {
       log.warn("delivery receipt for an unknown message", { providerId: receipt.providerId });
       return;

@@ -3,20 +3,15 @@ import { errorMessage, type Logger } from "../log.js";
 import type { Secrets } from "../crypto/secrets.js";
 import { COMMAND_TIMEOUT_MS } from "../redis/client.js";
 import { DeliveryError, type OutgoingSms } from "../messaging/provider.js";
-import { longestSmsSendMs, type SmsProvider } from "../messaging/sms.js";
+import type { SmsProvider } from "../messaging/sms.js";
 import type { CallScope } from "../observability/calls.js";
 import type { VerifyConfig } from "./deps.js";
 import type { Hold, HoldArgs, VerifyStore } from "./store.js";
 
-/** What holds read: their own settings, and what the SMS side says of its longest send. */
+/** What holds read of the settings (the provider says its longest send itself). */
 export type HoldSettings = Pick<
   VerifyConfig,
-  | "SMS_HOLD_MARGIN_MS"
-  | "SMS_HOLD_RECOVERY_INTERVAL_MS"
-  | "SMS_RECEIPT_RETENTION_SECONDS"
-  | "SMS_PROVIDER"
-  | "SMS_HTTP_TIMEOUT_MS"
-  | "SMPP_SUBMIT_TIMEOUT_MS"
+  "SMS_HOLD_MARGIN_MS" | "SMS_HOLD_RECOVERY_INTERVAL_MS" | "SMS_RECEIPT_RETENTION_SECONDS"
 >;
 
 /**
@@ -26,8 +21,8 @@ export type HoldSettings = Pick<
 export const STALE_AFTER_MS = COMMAND_TIMEOUT_MS - 250;
 
 /** How long the owner of a hold may still be sending its message: past that, recovery takes it. */
-export function holdSpanMs(config: HoldSettings): number {
-  return STALE_AFTER_MS + longestSmsSendMs(config) + config.SMS_HOLD_MARGIN_MS;
+export function holdSpanMs(config: HoldSettings, sms: Pick<SmsProvider, "longestSendMs">): number {
+  return STALE_AFTER_MS + sms.longestSendMs + config.SMS_HOLD_MARGIN_MS;
 }
 
 /**
@@ -97,7 +92,7 @@ export function giveBack(
 
 /** The hold arguments of a send or retry issued now, its message sealed (it holds the code). */
 export function holdArgs(
-  deps: { config: HoldSettings; secrets: Secrets },
+  deps: { config: HoldSettings; secrets: Secrets; sms: Pick<SmsProvider, "longestSendMs"> },
   owner: string,
   sms: OutgoingSms,
 ): HoldArgs & { id: string } {
@@ -106,7 +101,7 @@ export function holdArgs(
     id: sms.reference,
     issuedAt,
     staleMs: STALE_AFTER_MS,
-    deadline: issuedAt + holdSpanMs(deps.config),
+    deadline: issuedAt + holdSpanMs(deps.config, deps.sms),
     sealed: deps.secrets.encrypt(JSON.stringify(sms)),
     owner,
   };
@@ -172,7 +167,7 @@ export class HoldRecovery {
   async recover(customer: string, id: string): Promise<boolean> {
     const { store, log } = this.o;
     const now = this.now();
-    const hold = await store.claimHold(customer, id, now, now + holdSpanMs(this.o.config));
+    const hold = await store.claimHold(customer, id, now, now + holdSpanMs(this.o.config, this.o.sms));
     if (hold === undefined) return false;
     let sms: OutgoingSms;
     try {
@@ -189,6 +184,7 @@ export class HoldRecovery {
       const [auth, attempt] = id.split(".");
       await store
         .rememberMessage(
+          this.o.sms.name,
           providerId,
           { customer, auth: auth ?? "", attempt: Number(attempt) },
           this.o.config.SMS_RECEIPT_RETENTION_SECONDS,

@@ -92,8 +92,17 @@ export class VerifyKeys {
     return this.keys.key("hold", customer, id);
   }
 
-  /** Which authentication a provider's message id belongs to (delivery receipts). */
-  messageRef(providerId: string): string {
+  /**
+   * Which authentication a provider's message id belongs to (delivery receipts), per provider: two
+   * providers may give the same id. Under the id's hash tag, beside the name kept before
+   * (`legacyMessageRef`), so that one MGET reads both, on Redis Cluster too.
+   */
+  messageRef(provider: string, providerId: string): string {
+    return this.keys.key("smsref", providerId, provider);
+  }
+
+  /** The same, as stored before ids were kept per provider: still read, for messages in flight. */
+  legacyMessageRef(providerId: string): string {
     return this.keys.key("smsref", providerId);
   }
 

@@ -48,7 +48,7 @@ export function verifyModule(
     fraud: r.fraud,
   });
   d.messaging.sms.onReceipt((receipt) => {
-    engine.recordReceipt(receipt).catch((err: unknown) => {
+    engine.recordReceipt(d.messaging.sms.name, receipt).catch((err: unknown) => {
       r.log[isRedisUnavailable(err) ? "warn" : "error"]("delivery receipt not recorded", {
         error: errorMessage(err),
       });

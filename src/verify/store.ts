@@ -292,13 +292,23 @@ export class VerifyStore extends HoldStore {
    * Remembers which authentication a provider's message id belongs to, for delivery receipts,
    * for `seconds` (SMS_RECEIPT_RETENTION_SECONDS).
    */
-  async rememberMessage(providerId: string, ref: MessageRef, seconds: number): Promise<void> {
-    await this.redis.set(this.keys.messageRef(providerId), encodeMessageRef(ref), "EX", seconds);
+  async rememberMessage(
+    provider: string,
+    providerId: string,
+    ref: MessageRef,
+    seconds: number,
+  ): Promise<void> {
+    await this.redis.set(this.keys.messageRef(provider, providerId), encodeMessageRef(ref), "EX", seconds);
   }
 
-  async messageOwner(providerId: string): Promise<MessageRef | undefined> {
-    const v = await this.redis.get(this.keys.messageRef(providerId));
-    return v === null ? undefined : decodeMessageRef(v);
+  /** The owner of `provider`'s message `providerId`, by its name per provider or the one kept before. */
+  async messageOwner(provider: string, providerId: string): Promise<MessageRef | undefined> {
+    const [v, legacy] = await this.redis.mget(
+      this.keys.messageRef(provider, providerId),
+      this.keys.legacyMessageRef(providerId),
+    );
+    const found = v ?? legacy;
+    return found === null || found === undefined ? undefined : decodeMessageRef(found);
   }
 
   /**

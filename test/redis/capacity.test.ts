@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { expect } from "chai";
 import { Keys, type RedisClient } from "../../src/redis/client.js";
+import { VerifyKeys } from "../../src/verify/keys.js";
 import { hashCode } from "../../src/otp/code.js";
 import { VerifyStore } from "../../src/verify/store.js";
 import { compactEvent, expandEvent } from "../../src/verify/row.js";
@@ -262,7 +263,9 @@ describe("capacity: retention settings", () => {
     for (const key of [keys.auth, keys.events, keys.hook]) {
       expect(Number(await redis.call("PEXPIRETIME", key)), key).to.equal(expiresAt + 3_600_000);
     }
-    const ttl = await redis.ttl(new Keys(app.config.REDIS_KEY_PREFIX).key("smsref", `${auth}.1`));
+    const ttl = await redis.ttl(
+      new VerifyKeys(new Keys(app.config.REDIS_KEY_PREFIX)).messageRef(app.config.SMS_PROVIDER, `${auth}.1`),
+    );
     expect(ttl).to.be.within(110, 120);
   });
 
@@ -439,9 +442,11 @@ describe("capacity: rows stored before the compact format", () => {
       new Keys(app.config.REDIS_KEY_PREFIX).key("smsref", "smsc-77"),
       JSON.stringify(ref),
     );
-    expect(await store.messageOwner("smsc-77")).to.deep.equal(ref);
-    await store.rememberMessage("smsc-78", ref, 60);
-    expect(await store.messageOwner("smsc-78")).to.deep.equal(ref);
+    expect(await store.messageOwner("smpp", "smsc-77")).to.deep.equal(ref);
+    await store.rememberMessage("smpp", "smsc-78", ref, 60);
+    expect(await store.messageOwner("smpp", "smsc-78")).to.deep.equal(ref);
+    // Kept per provider: another provider's message of the same id is not this one.
+    expect(await store.messageOwner("http", "smsc-78")).to.equal(undefined);
   });
 });
 

@@ -50,7 +50,8 @@ describe("key schema", () => {
     expect(v.earlierHoldIndex()).to.equal("rf:holds:{index}");
     expect(v.holds("c1")).to.equal("rf:holds:{c1}");
     expect(v.hold("c1", "h1")).to.equal("rf:hold:{c1}:h1");
-    expect(v.messageRef("p1")).to.equal("rf:smsref:{p1}");
+    expect(v.messageRef("smpp", "p1")).to.equal("rf:smsref:{p1}:smpp");
+    expect(v.legacyMessageRef("p1")).to.equal("rf:smsref:{p1}");
     expect(v.feedback("c1", "+1")).to.equal("rf:fb:{c1}:+1");
   });
 
