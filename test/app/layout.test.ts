@@ -87,6 +87,10 @@ describe("code layout: layers, the composition root and module boundaries", () =
     expect(lines(join(SRC, "app.ts"))).to.be.at.most(200);
   });
 
+  it("keeps src/commands.ts, the CLI's root, to at most 200 lines: each domain brings its commands", () => {
+    expect(lines(join(SRC, "commands.ts"))).to.be.at.most(200);
+  });
+
   it("splices no handler set with Omit<Handlers, and types no caller as unknown", () => {
     expect(files.filter((f) => f.text.includes("Omit<Handlers")).map((f) => where(f.path))).to.deep.equal([]);
     expect(files.filter((f) => /caller\?: unknown/.test(f.text)).map((f) => where(f.path))).to.deep.equal([]);
