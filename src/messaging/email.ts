@@ -4,6 +4,7 @@ import { HttpEmailProvider } from "./email-http-provider.js";
 import { LogEmailProvider } from "./email-log-provider.js";
 import type { EmailProvider } from "./email-provider.js";
 import { SmtpEmailProvider } from "./email-smtp-provider.js";
+import { missingProviderUrl } from "./settings.js";
 import { gateSends, type ShutdownGate } from "./shutdown.js";
 
 export type { EmailProvider, OutgoingEmail, SentEmail } from "./email-provider.js";
@@ -51,20 +52,18 @@ export function createEmailProvider(
 }
 
 function openEmailProvider(cfg: EmailProviderConfig, log: Logger): EmailProvider {
+  const missing = missingProviderUrl(cfg);
+  if (missing !== undefined) throw new Error(`${missing.name} is required when ${missing.when}`);
   switch (cfg.EMAIL_PROVIDER) {
     case "log":
       return new LogEmailProvider(log);
     case "http": {
-      const url = cfg.EMAIL_HTTP_URL;
-      if (url === undefined || url === "")
-        throw new Error("EMAIL_HTTP_URL is required when EMAIL_PROVIDER=http");
+      const url = cfg.EMAIL_HTTP_URL ?? "";
       if (!isHttpUrl(url)) throw new Error("EMAIL_HTTP_URL must be an http:// or https:// URL");
       return new HttpEmailProvider(url, { timeoutMs: cfg.EMAIL_HTTP_TIMEOUT_MS ?? 5_000 });
     }
     case "smtp": {
-      const url = cfg.SMTP_URL;
-      if (url === undefined || url === "") throw new Error("SMTP_URL is required when EMAIL_PROVIDER=smtp");
-      return new SmtpEmailProvider(url, { timeoutMs: cfg.SMTP_TIMEOUT_MS ?? 10_000, log });
+      return new SmtpEmailProvider(cfg.SMTP_URL ?? "", { timeoutMs: cfg.SMTP_TIMEOUT_MS ?? 10_000, log });
     }
   }
 }

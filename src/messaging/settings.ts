@@ -107,23 +107,28 @@ export const messagingSettings = defineSettings(
     }),
   },
   (s) => {
-    // The chosen provider's URL: the one place this rule is checked (createSmsProvider and
-    // createEmailProvider only narrow their input for callers that bypass the settings).
-    const needed: [boolean, string, string][] = [
-      [s.SMS_PROVIDER === "http" && s.SMS_HTTP_URL === undefined, "SMS_HTTP_URL", "SMS_PROVIDER=http"],
-      [
-        s.EMAIL_PROVIDER === "http" && s.EMAIL_HTTP_URL === undefined,
-        "EMAIL_HTTP_URL",
-        "EMAIL_PROVIDER=http",
-      ],
-      [s.EMAIL_PROVIDER === "smtp" && s.SMTP_URL === undefined, "SMTP_URL", "EMAIL_PROVIDER=smtp"],
-      [s.SMS_PROVIDER === "smpp" && s.SMPP_URL === undefined, "SMPP_URL", "SMS_PROVIDER=smpp"],
-    ];
-    for (const [missing, name, when] of needed)
-      if (missing) throw new ConfigError(`invalid ${name}: required when ${when}`);
+    const missing = missingProviderUrl(s);
+    if (missing !== undefined)
+      throw new ConfigError(`invalid ${missing.name}: required when ${missing.when}`);
     return s;
   },
 );
+
+/** The URL setting each provider needs, written once: the settings and the provider factories read it. */
+const PROVIDER_URLS = [
+  { choice: "SMS_PROVIDER", provider: "http", url: "SMS_HTTP_URL" },
+  { choice: "EMAIL_PROVIDER", provider: "http", url: "EMAIL_HTTP_URL" },
+  { choice: "EMAIL_PROVIDER", provider: "smtp", url: "SMTP_URL" },
+  { choice: "SMS_PROVIDER", provider: "smpp", url: "SMPP_URL" },
+] as const;
+
+/** The chosen provider's URL setting when it is missing (unset or empty), else undefined. */
+export function missingProviderUrl(
+  s: Partial<Record<(typeof PROVIDER_URLS)[number]["choice" | "url"], string | undefined>>,
+): { name: string; when: string } | undefined {
+  const rule = PROVIDER_URLS.find((r) => s[r.choice] === r.provider && (s[r.url] ?? "") === "");
+  return rule === undefined ? undefined : { name: rule.url, when: `${rule.choice}=${rule.provider}` };
+}
 
 /** Message delivery's settings, parsed. */
 export type MessagingSettings = ReturnType<(typeof messagingSettings)["finish"]>;

@@ -4,7 +4,7 @@ import { HttpSmsProvider } from "./http-provider.js";
 import { LogSmsProvider } from "./log-provider.js";
 import type { SmsProvider } from "./provider.js";
 import { SmppSmsProvider } from "./smpp-provider.js";
-import type { MessagingSettings } from "./settings.js";
+import { missingProviderUrl, type MessagingSettings } from "./settings.js";
 import { gateSends, type ShutdownGate } from "./shutdown.js";
 
 export type { DeliveryReceipt, DeliveryState, OutgoingSms, SentSms, SmsProvider } from "./provider.js";
@@ -38,19 +38,18 @@ export function createSmsProvider(cfg: SmsProviderConfig, log: Logger, gate?: Sh
 }
 
 function openSmsProvider(cfg: SmsProviderConfig, log: Logger): SmsProvider {
+  const missing = missingProviderUrl(cfg);
+  if (missing !== undefined) throw new Error(`${missing.name} is required when ${missing.when}`);
   switch (cfg.SMS_PROVIDER) {
     case "log":
       return new LogSmsProvider(log);
     case "http": {
-      const url = cfg.SMS_HTTP_URL;
-      if (url === undefined || url === "") throw new Error("SMS_HTTP_URL is required when SMS_PROVIDER=http");
+      const url = cfg.SMS_HTTP_URL ?? "";
       if (!isHttpUrl(url)) throw new Error("SMS_HTTP_URL must be an http:// or https:// URL");
       return new HttpSmsProvider(url, { timeoutMs: cfg.SMS_HTTP_TIMEOUT_MS ?? 5_000 });
     }
     case "smpp": {
-      const url = cfg.SMPP_URL;
-      if (url === undefined || url === "") throw new Error("SMPP_URL is required when SMS_PROVIDER=smpp");
-      return new SmppSmsProvider(url, {
+      return new SmppSmsProvider(cfg.SMPP_URL ?? "", {
         log,
         ...(cfg.SMPP_ENQUIRE_LINK_MS === undefined ? {} : { enquireLinkMs: cfg.SMPP_ENQUIRE_LINK_MS }),
         ...(cfg.SMPP_SUBMIT_TIMEOUT_MS === undefined ? {} : { submitTimeoutMs: cfg.SMPP_SUBMIT_TIMEOUT_MS }),
