@@ -17,9 +17,6 @@ import type { LineType } from "../phone/line-types.js";
 import { lineTypeOf, parseValid, STRICT_E164, type ParsedNumber } from "../phone/e164.js";
 import { carrierOf } from "./carriers.js";
 
-// Until the CLI's user commands take it from src/phone/.
-export { parseE164 } from "../phone/e164.js";
-
 export interface NumberFacts {
   /** Original carrier of the number range, '' when unknown. */
   carrier: string;

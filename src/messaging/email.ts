@@ -8,7 +8,6 @@ import { missingProviderUrl } from "./settings.js";
 import { gateSends, type ShutdownGate } from "./shutdown.js";
 
 export type { EmailProvider, OutgoingEmail, SentEmail } from "./email-provider.js";
-export { isEmailAddress, isMailbox, mailboxAddress } from "../net/email-address.js";
 export { DeliveryError } from "./provider.js";
 export { HttpEmailProvider } from "./email-http-provider.js";
 export { LogEmailProvider } from "./email-log-provider.js";

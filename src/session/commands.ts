@@ -26,8 +26,8 @@ export function sessionCommands(program: Command, open: OpenStores<UserCommandNe
         "Give `--email`, `--phone` or both.",
       ).action(async (opts: { app: string; email?: string; phone?: string; password?: string }) => {
         const [{ isEmailAddress }, { parseE164 }, { checkPasswordPolicy, hashPassword }] = await Promise.all([
-          import("../messaging/email.js"),
-          import("../lookup/numbers.js"),
+          import("../net/email-address.js"),
+          import("../phone/e164.js"),
           import("./password.js"),
         ]);
         const identifiers: Identifier[] = [];

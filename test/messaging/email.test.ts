@@ -7,14 +7,13 @@ import {
   createEmailProvider,
   DeliveryError,
   HttpEmailProvider,
-  isEmailAddress,
-  isMailbox,
   LogEmailProvider,
   parseSmtpUrl,
   renderOtpEmail,
   SmtpEmailProvider,
   type OutgoingEmail,
 } from "../../src/messaging/email.js";
+import { isEmailAddress, isMailbox } from "../../src/net/email-address.js";
 import { SUPPORTED_LANGUAGES } from "../../src/messaging/locale.js";
 
 const message: OutgoingEmail = {
