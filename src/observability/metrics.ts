@@ -31,6 +31,10 @@ export class Metrics {
   private readonly refusals: Counter<"rule">;
   private readonly sent: Counter<"channel" | "provider" | "country">;
   private readonly failed: Counter<"channel" | "provider" | "country">;
+  private readonly deliveriesSent: Counter<"channel" | "provider" | "country">;
+  private readonly deliveryReports: Counter<"channel" | "provider" | "country" | "status">;
+  private readonly deliveriesVerified: Counter<"channel" | "provider" | "country">;
+  private readonly providersAvailable: Gauge<"channel" | "provider">;
   private readonly spend: Counter<"country">;
   private readonly emailSent: Counter<"provider">;
   private readonly emailFailed: Counter<"provider" | "reason">;
@@ -84,6 +88,32 @@ export class Metrics {
       help: "Messages the provider did not accept (refused, timed out, unreachable), by channel, provider and country",
       labelNames: ["channel", "provider", "country"],
       registers,
+    });
+    this.deliveriesSent = new Counter({
+      name: "ringfence_delivery_sent_total",
+      help: "Submits tried to a delivery provider, accepted or not, by channel (sms, voice, whatsapp), provider (its DELIVERY_PROVIDERS name) and destination country",
+      labelNames: ["channel", "provider", "country"],
+      registers,
+    });
+    this.deliveryReports = new Counter({
+      name: "ringfence_delivery_reports_total",
+      help: "Delivery reports of the messages a provider accepted, by channel, provider, country and status (delivered, undelivered, rejected; an SMPP UNDELIV is undelivered)",
+      labelNames: ["channel", "provider", "country", "status"],
+      registers,
+    });
+    this.deliveriesVerified = new Counter({
+      name: "ringfence_delivery_verified_total",
+      help: "Codes checked right, by the channel, provider and destination country of the message that carried them",
+      labelNames: ["channel", "provider", "country"],
+      registers,
+    });
+    this.providersAvailable = new Gauge({
+      name: "ringfence_provider_available",
+      help: "1 while a delivery provider is available, 0 while its circuit is open or its SMPP bind is down, by channel and provider",
+      labelNames: ["channel", "provider"],
+      registers,
+      // Each worker keeps its own circuits: with WORKERS > 1 the instance is up only while every worker is.
+      aggregator: "min",
     });
     this.fraudDecisions = new Counter({
       name: "ringfence_fraud_decisions_total",
@@ -199,6 +229,31 @@ export class Metrics {
 
   message(channel: Channel, provider: string, country: string, ok: boolean): void {
     (ok ? this.sent : this.failed).inc({ channel, provider, country });
+  }
+
+  /** One submit tried to a delivery provider, whatever its answer. */
+  deliverySent(channel: string, provider: string, country: string): void {
+    this.deliveriesSent.inc({ channel, provider, country });
+  }
+
+  /** A delivery report of a message the provider accepted: its first only, as repeats change nothing. */
+  deliveryReport(
+    channel: string,
+    provider: string,
+    country: string,
+    status: "delivered" | "undelivered" | "rejected",
+  ): void {
+    this.deliveryReports.inc({ channel, provider, country, status });
+  }
+
+  /** One code checked right, counted to the provider whose message carried it. */
+  deliveryVerified(channel: string, provider: string, country: string): void {
+    this.deliveriesVerified.inc({ channel, provider, country });
+  }
+
+  /** Whether a delivery provider is available now: its circuit closed and, for SMPP, its bind up. */
+  providerAvailable(channel: string, provider: string, up: boolean): void {
+    this.providersAvailable.set({ channel, provider }, up ? 1 : 0);
   }
 
   /** The email provider in use: its series exist from the start, at 0, for rates and alerts. */

@@ -1,3 +1,4 @@
+import { AggregatorRegistry } from "prom-client";
 import { sample } from "../support/metrics.js";
 import { connect, type IncomingHttpHeaders } from "node:http2";
 import { expect } from "chai";
@@ -283,7 +284,8 @@ describe("ADMIN_PORT: /metrics, /healthz and /readyz", () => {
 
   it("counts SMS sent and failed by provider and country, and the spend", async () => {
     const before = await scrape(adminPort);
-    const fr = { channel: "sms", provider: "http", country: "FR" };
+    // SMS_PROVIDER alone is one provider named `default` (docs/routing.md#providers).
+    const fr = { channel: "sms", provider: "default", country: "FR" };
     expect((await send(freshNumber())).body.status).to.equal("pending");
     await sms.message(sms.messages.length - 1);
     sms.receiver.answer = () => 503;
@@ -467,5 +469,113 @@ describe("ADMIN_PORT with WORKERS=2: one /metrics for the instance", function ()
     // Not the sum of the workers' values: up while every worker reaches Redis.
     expect(sample(text, "ringfence_redis_up")).to.equal(1);
     expect((await fetch(`http://127.0.0.1:${adminPort}/readyz`)).status).to.equal(200);
+  });
+});
+
+describe("delivery providers: the sent, reports, verified and available families", () => {
+  const text = async (metrics: Metrics) => (await metrics.exposition()).body;
+
+  it("ringfence_delivery_sent_total counts every submit tried, by channel, provider and country", async () => {
+    const metrics = new Metrics();
+    metrics.deliverySent("sms", "alpha", "FR");
+    metrics.deliverySent("sms", "alpha", "FR");
+    metrics.deliverySent("sms", "beta", "FR");
+    metrics.deliverySent("voice", "call", "GB");
+    const body = await text(metrics);
+    expect(body).to.match(/^# TYPE ringfence_delivery_sent_total counter$/m);
+    expect(
+      sample(body, "ringfence_delivery_sent_total", { channel: "sms", provider: "alpha", country: "FR" }),
+    ).to.equal(2);
+    expect(
+      sample(body, "ringfence_delivery_sent_total", { channel: "sms", provider: "beta", country: "FR" }),
+    ).to.equal(1);
+    expect(
+      sample(body, "ringfence_delivery_sent_total", { channel: "voice", provider: "call", country: "GB" }),
+    ).to.equal(1);
+    expect(sample(body, "ringfence_delivery_sent_total")).to.equal(4);
+  });
+
+  it("ringfence_delivery_reports_total counts reports by status: delivered, undelivered, rejected", async () => {
+    const metrics = new Metrics();
+    const alpha = ["sms", "alpha", "FR"] as const;
+    metrics.deliveryReport(...alpha, "delivered");
+    metrics.deliveryReport(...alpha, "delivered");
+    metrics.deliveryReport(...alpha, "undelivered");
+    metrics.deliveryReport(...alpha, "rejected");
+    metrics.deliveryReport("sms", "beta", "DE", "delivered");
+    const body = await text(metrics);
+    expect(body).to.match(/^# TYPE ringfence_delivery_reports_total counter$/m);
+    const fr = { channel: "sms", provider: "alpha", country: "FR" };
+    expect(sample(body, "ringfence_delivery_reports_total", { ...fr, status: "delivered" })).to.equal(2);
+    expect(sample(body, "ringfence_delivery_reports_total", { ...fr, status: "undelivered" })).to.equal(1);
+    expect(sample(body, "ringfence_delivery_reports_total", { ...fr, status: "rejected" })).to.equal(1);
+    expect(
+      sample(body, "ringfence_delivery_reports_total", {
+        provider: "beta",
+        country: "DE",
+        status: "delivered",
+      }),
+    ).to.equal(1);
+    expect(
+      sample(body, "ringfence_delivery_reports_total", { provider: "beta", status: "undelivered" }),
+    ).to.equal(0);
+  });
+
+  it("ringfence_delivery_verified_total counts right codes to the provider whose message carried them", async () => {
+    const metrics = new Metrics();
+    metrics.deliveryVerified("sms", "alpha", "FR");
+    metrics.deliveryVerified("whatsapp", "meta", "FR");
+    metrics.deliveryVerified("whatsapp", "meta", "FR");
+    const body = await text(metrics);
+    expect(body).to.match(/^# TYPE ringfence_delivery_verified_total counter$/m);
+    expect(
+      sample(body, "ringfence_delivery_verified_total", { channel: "sms", provider: "alpha", country: "FR" }),
+    ).to.equal(1);
+    expect(
+      sample(body, "ringfence_delivery_verified_total", {
+        channel: "whatsapp",
+        provider: "meta",
+        country: "FR",
+      }),
+    ).to.equal(2);
+  });
+
+  it("ringfence_provider_available is 1 or 0 per channel and provider, as last set", async () => {
+    const metrics = new Metrics();
+    metrics.providerAvailable("sms", "alpha", true);
+    metrics.providerAvailable("sms", "beta", true);
+    metrics.providerAvailable("sms", "beta", false);
+    metrics.providerAvailable("voice", "call", false);
+    metrics.providerAvailable("voice", "call", true);
+    const body = await text(metrics);
+    expect(body).to.match(/^# TYPE ringfence_provider_available gauge$/m);
+    expect(body).to.match(/^ringfence_provider_available\{channel="sms",provider="alpha"\} 1$/m);
+    expect(body).to.match(/^ringfence_provider_available\{channel="sms",provider="beta"\} 0$/m);
+    expect(body).to.match(/^ringfence_provider_available\{channel="voice",provider="call"\} 1$/m);
+  });
+
+  it("with WORKERS > 1, ringfence_provider_available is the lowest worker's; the delivery counters are summed", async () => {
+    const [one, two] = [new Metrics(), new Metrics()];
+    one.providerAvailable("sms", "alpha", true);
+    two.providerAvailable("sms", "alpha", false);
+    one.providerAvailable("sms", "beta", true);
+    two.providerAvailable("sms", "beta", true);
+    one.deliverySent("sms", "alpha", "FR");
+    two.deliverySent("sms", "alpha", "FR");
+    one.deliveryReport("sms", "alpha", "FR", "delivered");
+    two.deliveryReport("sms", "alpha", "FR", "delivered");
+    two.deliveryVerified("sms", "alpha", "FR");
+    const instance = AggregatorRegistry.aggregate([
+      await one.registry.getMetricsAsJSON(),
+      await two.registry.getMetricsAsJSON(),
+    ]);
+    const body = await instance.metrics();
+    expect(sample(body, "ringfence_provider_available", { provider: "alpha" })).to.equal(0);
+    expect(sample(body, "ringfence_provider_available", { provider: "beta" })).to.equal(1);
+    expect(sample(body, "ringfence_delivery_sent_total", { provider: "alpha" })).to.equal(2);
+    expect(
+      sample(body, "ringfence_delivery_reports_total", { provider: "alpha", status: "delivered" }),
+    ).to.equal(2);
+    expect(sample(body, "ringfence_delivery_verified_total", { provider: "alpha" })).to.equal(1);
   });
 });

@@ -186,7 +186,7 @@ describe("deploy/prometheus/rules.yml", () => {
     }
   });
 
-  it("has the eight alerts of the operator kit, each with a severity and a runbook section in docs/operations.md", () => {
+  it("has the ten alerts of the operator kit, each with a severity and a runbook section in docs/operations.md", () => {
     expect(alerts.map((a) => a.alert).sort()).to.deep.equal(
       [
         "RingfenceBalanceExhausted",
@@ -194,6 +194,8 @@ describe("deploy/prometheus/rules.yml", () => {
         "RingfenceErrorRatioHigh",
         "RingfenceFraudBlockSurge",
         "RingfenceLatencyP99High",
+        "RingfenceProviderDeliveryRateDrop",
+        "RingfenceProviderUnavailable",
         "RingfenceRedisUnreachable",
         "RingfenceSmsFailures",
         "RingfenceWebhookBacklogGrowing",
