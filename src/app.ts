@@ -4,6 +4,7 @@ import { openRegistry, type Registry } from "./registry.js";
 import type { Module } from "./lifecycle/module.js";
 import { serveModules, type RunningApp as Running, type StartOptions } from "./lifecycle/lifecycle.js";
 import { messagingModule } from "./messaging/module.js";
+import { deliveryModule } from "./delivery/module.js";
 import { webhooksModule } from "./webhooks/module.js";
 import { accountsModule } from "./accounts/module.js";
 import { lookupModule } from "./lookup/module.js";
@@ -26,17 +27,19 @@ export type RunningApp = Running<Registry>;
  */
 export function modules(r: Registry, sweep = true): Module[] {
   const messaging = messagingModule(r);
+  const delivery = deliveryModule(r, messaging);
   const webhooks = webhooksModule(r, sweep);
   const accounts = accountsModule(r, webhooks);
   const apps = appsModule(r, webhooks);
   const oauth = oauthModule(r, apps);
-  const session = sessionModule(r, { messaging, apps, oauth, stepUpTokens: stepUpTokens(r) });
+  const session = sessionModule(r, { messaging, delivery, apps, oauth, stepUpTokens: stepUpTokens(r) });
   return [
     messaging,
+    delivery,
     webhooks,
     accounts,
     lookupModule(r, accounts),
-    verifyModule(r, { messaging, webhooks, accounts }),
+    verifyModule(r, { delivery, webhooks, accounts }),
     fraudModule(r, accounts),
     apps,
     oauth,

@@ -10,6 +10,7 @@ import { sessionCommands } from "./session/commands.js";
 import { oauthCommands } from "./oauth/commands.js";
 import { lookupCommands } from "./lookup/commands.js";
 import { fraudCommands } from "./fraud/commands.js";
+import { routesCommands } from "./delivery/commands.js";
 import { closeServeLog, serveCommand } from "./cli/serve.js";
 import { documented, runProgram } from "./command/command.js";
 import { withRegistry } from "./cli/registry.js";
@@ -43,6 +44,7 @@ export function buildProgram(): Command {
   oauthCommands(program, withRegistry);
   lookupCommands(program);
   fraudCommands(program, withRegistry);
+  routesCommands(program, withRegistry);
   return program;
 }
 

@@ -4,6 +4,7 @@
  * the sections of docs/settings.md they are listed under (`npm run generate`, src/config-docs.ts).
  */
 import { accountsSettings } from "./accounts/settings.js";
+import { deliverySettings } from "./delivery/settings.js";
 import { fraudSettings } from "./fraud/settings.js";
 import { lookupSettings } from "./lookup/settings.js";
 import { messagingSettings } from "./messaging/settings.js";
@@ -27,6 +28,7 @@ const SLICES = [
   stepUpSettings,
   v1Settings,
   messagingSettings,
+  deliverySettings,
   otpSettings,
   verifySettings,
   lookupSettings,
@@ -79,6 +81,12 @@ export const SETTING_SECTIONS = {
     outro:
       "Provider URLs are set by the operator and are not subject to the outbound-address rules " +
       "([verify.md](verify.md#outbound-addresses)).",
+  },
+  routing: {
+    title: "Delivery routes",
+    intro:
+      "How routes choose among `DELIVERY_PROVIDERS` and when a provider is skipped; see " +
+      "[routing.md](routing.md).",
   },
   otp: { title: "One-time codes", intro: "Used by V1 and V2 verification and by login and step-up codes." },
   retention: {

@@ -350,6 +350,17 @@ describe("envoy/envoy.yaml Lua filter, run by a Lua VM", () => {
       404,
       { code: "not_found", message: "Could not resolve" },
     ]);
+    // Delivery reports answer the session body, as the built-in gateway does under /v1/delivery/.
+    const report = await filter({ ":path": "/v1/delivery/status/alpha/x" }, plain(404), "Could not resolve");
+    expect([report.status, JSON.parse(report.body)]).to.deep.equal([
+      404,
+      { code: "not_found", message: "Could not resolve" },
+    ]);
+    const reportOurs = await gateway("/v1/delivery/status/alpha/x", {});
+    expect([reportOurs.status, Object.keys(JSON.parse(reportOurs.body) as object).sort()]).to.deep.equal([
+      404,
+      ["code", "message"],
+    ]);
     for (const path of [
       "/v1/session/oauth/token",
       "/v1/session/oauth/introspect",

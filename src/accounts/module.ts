@@ -10,7 +10,7 @@ import {
   customerAuthenticator,
 } from "./authenticate.js";
 import type { AccountCache } from "./cache.js";
-import { KeyFailures } from "./key-failures.js";
+import { keyFailures } from "./key-failures.js";
 import type { AccountsSettings } from "./settings.js";
 import type { RedisAccountStore } from "./store.js";
 
@@ -38,7 +38,7 @@ export interface AccountsNeeds extends Pick<SharedParts, "log" | "redis" | "keys
 }
 
 export function accountsModule(r: AccountsNeeds, webhooks: WebhooksModule): AccountsModule {
-  const failures = new KeyFailures(r.redis, r.keys, r.config.API_KEY_FAILURES_IP);
+  const failures = keyFailures(r.redis, r.keys, r.config.API_KEY_FAILURES_IP);
   webhooks.resolvers.register(ACCOUNT_SECRET_KIND, (customerUuid) => r.accounts.webhookSecret(customerUuid));
   return {
     name: "accounts",

@@ -28,6 +28,7 @@ export function guardedSms(provider: SmsProvider, metrics: Pick<Metrics, "messag
     onReceipt: (listener) => {
       provider.onReceipt(listener);
     },
+    ...(provider.available === undefined ? {} : { available: () => provider.available?.() !== false }),
     close: () => provider.close(),
   };
 }

@@ -7,11 +7,15 @@ import type { DeliveryReceipt, OutgoingSms, SentSms, SmsProvider } from "./provi
  * place where a code may be logged, docs/decisions.md#9-codes-never-logged-or-stored). Nothing is delivered, so no receipts.
  */
 export class LogSmsProvider implements SmsProvider {
-  readonly name = "log";
+  readonly name: string;
   /** Writing a log line takes no time worth holding a charge for. */
   readonly longestSendMs = 0;
 
-  constructor(private readonly log: Logger) {
+  constructor(
+    private readonly log: Logger,
+    name = "log",
+  ) {
+    this.name = name;
     log.warn("SMS_PROVIDER=log: messages are written to the log, codes included, and never sent");
   }
 

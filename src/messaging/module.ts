@@ -1,34 +1,40 @@
 import type { Module, SharedParts } from "../lifecycle/module.js";
-import type { MessagingSettings } from "./settings.js";
+import { deliveryProviders, type MessagingSettings } from "./settings.js";
 import { guardedEmail, guardedSms } from "./guarded.js";
 import { createEmailProvider, type EmailProvider } from "./email.js";
-import { createSmsProvider, ShutdownGate, type SmsProvider } from "./sms.js";
+import { ShutdownGate } from "./sms.js";
+import { openProviders, type DeliveryProvider } from "./providers.js";
 
 export interface MessagingModule extends Module {
-  sms: SmsProvider;
+  /** The delivery providers (DELIVERY_PROVIDERS, or the one `SMS_PROVIDER` names), in declared order. */
+  providers: DeliveryProvider[];
   email: EmailProvider;
 }
 
 /**
- * The SMS and email providers, counted in the metrics. Every process holds its own (with
- * SMS_PROVIDER=smpp, its own bind); sends still in flight at shutdown are cut at the drain's end.
+ * The delivery providers and the email provider, counted in the metrics. Every process holds its
+ * own (an SMPP provider, its own bind); sends still in flight at shutdown are cut at the drain's end.
  */
 export function messagingModule(
   r: Pick<SharedParts, "log" | "metrics"> & { config: MessagingSettings },
 ): MessagingModule {
   const gate = new ShutdownGate();
-  const sms = guardedSms(createSmsProvider(r.config, r.log, gate), r.metrics);
+  const providers = openProviders(deliveryProviders(r.config), {
+    log: r.log,
+    gate,
+    enquireLinkMs: r.config.SMPP_ENQUIRE_LINK_MS,
+  }).map((p) => Object.assign(guardedSms(p, r.metrics), { spec: p.spec }));
   const email = guardedEmail(createEmailProvider(r.config, r.log, gate), r.metrics);
   return {
     name: "messaging",
-    sms,
+    providers,
     email,
     background: [
       {
         shutdownBegins: (drainEndsMs) => {
           gate.begin(drainEndsMs);
         },
-        close: () => Promise.all([sms.close().catch(() => undefined), email.close().catch(() => undefined)]),
+        close: () => Promise.all([...providers, email].map((p) => p.close().catch(() => undefined))),
       },
     ],
   };

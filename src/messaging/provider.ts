@@ -49,6 +49,8 @@ export interface SmsProvider {
   send(msg: OutgoingSms, call?: CallScope): Promise<SentSms>;
   /** Delivery receipts, as they arrive (the SMPP provider only). */
   onReceipt(listener: (r: DeliveryReceipt) => void): void;
+  /** False while it cannot take a message at all (an SMPP bind down); absent: always worth a try. */
+  available?(): boolean;
   close(): Promise<void>;
 }
 

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { isMailbox } from "../net/email-address.js";
 import { ConfigError, defineSettings, setting } from "../settings/define.js";
 import { httpUrl, MS, url } from "../settings/rules.js";
+import { parseDeliveryProviders, type ProviderSpec } from "./providers.js";
 
 const n = () => z.coerce.number().int();
 const LOG_WHY = "the log provider prints codes instead of sending them";
@@ -9,6 +10,27 @@ const LOG_WHY = "the log provider prints codes instead of sending them";
 /** Message delivery (docs/settings.md#message-delivery): the SMS and email providers and senders. */
 export const messagingSettings = defineSettings(
   {
+    DELIVERY_PROVIDERS: setting({
+      schema: z
+        .string()
+        .optional()
+        .transform((v, ctx) => {
+          if (v === undefined || v.trim() === "") return undefined;
+          try {
+            return parseDeliveryProviders(v);
+          } catch (err) {
+            ctx.addIssue({ code: "custom", message: (err as Error).message });
+            return z.NEVER;
+          }
+        }),
+      section: "delivery",
+      default: "unset (`SMS_PROVIDER` is one provider named `default`)",
+      rule: "a JSON array of `{name, channel, url, cost?, timeout_ms?, status_token?}`",
+      text:
+        "The providers messages go through, each with its cost, timeout and delivery-report token; routes " +
+        "choose among them ([routing.md](routing.md#providers)). Not with `SMS_PROVIDER`.",
+      secret: true,
+    }),
     SMS_PROVIDER: setting({
       schema: z.enum(["log", "http", "smpp"]).default("log"),
       section: "delivery",
@@ -106,7 +128,12 @@ export const messagingSettings = defineSettings(
       text: "Sender of emails.",
     }),
   },
-  (s) => {
+  (s, ctx) => {
+    if (s.DELIVERY_PROVIDERS !== undefined && ctx.given("SMS_PROVIDER")) {
+      throw new ConfigError(
+        "invalid DELIVERY_PROVIDERS: SMS_PROVIDER is set too; set one of DELIVERY_PROVIDERS and SMS_PROVIDER",
+      );
+    }
     const missing = missingProviderUrl(s);
     if (missing !== undefined)
       throw new ConfigError(`invalid ${missing.name}: required when ${missing.when}`);
@@ -141,4 +168,34 @@ export function defaultSmsSender(s: Pick<MessagingSettings, "SMS_FROM">): string
 /** The sender of emails. */
 export function defaultEmailSender(s: Pick<MessagingSettings, "EMAIL_FROM">): string {
   return s.EMAIL_FROM;
+}
+
+/**
+ * The providers messages go through: DELIVERY_PROVIDERS, or else the `SMS_PROVIDER` settings as one
+ * `sms` provider named `default` (docs/routing.md#providers).
+ */
+export function deliveryProviders(
+  s: Pick<
+    MessagingSettings,
+    | "DELIVERY_PROVIDERS"
+    | "SMS_PROVIDER"
+    | "SMS_HTTP_URL"
+    | "SMS_HTTP_TIMEOUT_MS"
+    | "SMPP_URL"
+    | "SMPP_SUBMIT_TIMEOUT_MS"
+  >,
+): ProviderSpec[] {
+  if (s.DELIVERY_PROVIDERS !== undefined) return s.DELIVERY_PROVIDERS;
+  const missing = missingProviderUrl(s);
+  if (missing !== undefined) throw new Error(`${missing.name} is required when ${missing.when}`);
+  const kind = s.SMS_PROVIDER;
+  const base = { name: "default", channel: "sms" as const, kind, cost: {}, formerNames: [kind] };
+  switch (kind) {
+    case "log":
+      return [{ ...base, url: "", timeoutMs: 0 }];
+    case "http":
+      return [{ ...base, url: s.SMS_HTTP_URL ?? "", timeoutMs: s.SMS_HTTP_TIMEOUT_MS }];
+    case "smpp":
+      return [{ ...base, url: s.SMPP_URL ?? "", timeoutMs: s.SMPP_SUBMIT_TIMEOUT_MS }];
+  }
 }

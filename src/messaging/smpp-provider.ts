@@ -6,6 +6,8 @@ import { DeliveryError, ReceiptListeners } from "./provider.js";
 
 export interface SmppOptions {
   log: Logger;
+  /** Its name in metrics, logs and routes; default `smpp`. */
+  name?: string;
   /** Keep-alive period; a link that leaves an enquire_link unanswered for a whole period is dropped. */
   enquireLinkMs?: number;
   /** Longest wait of `send`, bind included, for the submit_sm_resp; also the bind timeout. */
@@ -75,7 +77,7 @@ interface Waiter {
  * our credentials, when it fails at once.
  */
 export class SmppSmsProvider implements SmsProvider {
-  readonly name = "smpp";
+  readonly name: string;
   private readonly target: SmppTarget;
   private readonly log: Logger;
   private readonly enquireLinkMs: number;
@@ -96,6 +98,7 @@ export class SmppSmsProvider implements SmsProvider {
 
   constructor(url: string, options: SmppOptions) {
     this.target = parseSmppUrl(url);
+    this.name = options.name ?? "smpp";
     this.log = options.log;
     this.enquireLinkMs = options.enquireLinkMs ?? 30_000;
     this.submitTimeoutMs = options.submitTimeoutMs ?? 10_000;
@@ -104,7 +107,7 @@ export class SmppSmsProvider implements SmsProvider {
     this.reconnectMaxMs = options.reconnectMaxMs ?? 30_000;
     this.backoffMs = this.reconnectMinMs;
     this.receipts = new ReceiptListeners((err) => {
-      this.log.error("delivery receipt listener failed", { provider: "smpp", error: String(err) });
+      this.log.error("delivery receipt listener failed", { provider: this.name, error: String(err) });
     });
     this.connect();
   }
@@ -117,6 +120,11 @@ export class SmppSmsProvider implements SmsProvider {
 
   onReceipt(listener: (r: DeliveryReceipt) => void): void {
     this.receipts.add(listener);
+  }
+
+  /** False while the bind is down or refused: a route skips it at once (docs/routing.md#availability). */
+  available(): boolean {
+    return this.state !== "down" && this.state !== "closed";
   }
 
   /** Unbinds (waiting up to 2 s for unbind_resp), closes the link and stops reconnecting. */
@@ -251,7 +259,7 @@ export class SmppSmsProvider implements SmsProvider {
     session.on("error", (err) => {
       // The library also emits parse errors here, after which the link reads nothing more.
       this.lastProblem = errorText(err);
-      this.log.warn("smpp connection error", { provider: "smpp", host, port, error: this.lastProblem });
+      this.log.warn("smpp connection error", { provider: this.name, host, port, error: this.lastProblem });
       session.destroy();
     });
     session.on("close", () => {
@@ -283,7 +291,7 @@ export class SmppSmsProvider implements SmsProvider {
     this.refusal = undefined;
     this.backoffMs = this.reconnectMinMs;
     const { host, port, systemId } = this.target;
-    this.log.info("smpp bound", { provider: "smpp", host, port, system_id: systemId });
+    this.log.info("smpp bound", { provider: this.name, host, port, system_id: systemId });
     link.keepAlive = setInterval(() => {
       this.keepAlive(link);
     }, this.enquireLinkMs);
@@ -298,7 +306,13 @@ export class SmppSmsProvider implements SmsProvider {
     );
     this.lastProblem = this.refusal.message;
     const { host, port, systemId } = this.target;
-    this.log.error("smpp bind refused", { provider: "smpp", host, port, system_id: systemId, status: name });
+    this.log.error("smpp bind refused", {
+      provider: this.name,
+      host,
+      port,
+      system_id: systemId,
+      status: name,
+    });
     for (const waiter of [...this.waiters]) waiter.reject(this.refusal);
     link.session.destroy();
   }
@@ -317,7 +331,7 @@ export class SmppSmsProvider implements SmsProvider {
     this.backoffMs = Math.min(this.backoffMs * 2, this.reconnectMaxMs);
     const { host, port } = this.target;
     this.log[wasBound ? "warn" : "debug"]("smpp link down, reconnecting", {
-      provider: "smpp",
+      provider: this.name,
       host,
       port,
       reason: this.lastProblem,
@@ -343,7 +357,7 @@ export class SmppSmsProvider implements SmsProvider {
   private onDeliverSm(pdu: smpp.PDU): void {
     const receipt = parseReceipt(pdu);
     if (receipt === undefined) {
-      this.log.debug("smpp deliver_sm that is not a delivery receipt, ignored", { provider: "smpp" });
+      this.log.debug("smpp deliver_sm that is not a delivery receipt, ignored", { provider: this.name });
       return;
     }
     this.receipts.emit(receipt);

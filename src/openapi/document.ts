@@ -35,6 +35,7 @@ const SCHEME: Readonly<Record<string, string>> = {
   account: "apiKey",
   session: "sessionToken",
   app: "managementKey",
+  provider: "statusToken",
 };
 
 /** The schema of each error body family (docs/gateway.md#error-bodies). */
@@ -352,6 +353,11 @@ export function buildDocument(
           description: "A user's session token",
         },
         managementKey: { type: "http", scheme: "bearer", description: "An app's management API key" },
+        statusToken: {
+          type: "http",
+          scheme: "bearer",
+          description: "A delivery provider's status_token (DELIVERY_PROVIDERS)",
+        },
         clientBasic: {
           type: "http",
           scheme: "basic",

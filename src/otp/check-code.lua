@@ -50,10 +50,12 @@ if type(args.events) == 'table' and (status == 'valid' or status == 'invalid') t
   _, hooked = row_event(challengeKey, eventsKey, hookKey, pendingKey, envelope, compact)
 end
 -- A verification's number (V1 and V2 rows keep it as `p`, older rows as `phone_number`), for the
--- fraud engine to count the conversion; false for a login or step-up challenge.
-local phone = false
+-- fraud engine to count the conversion, and the provider and route of its last message
+-- (`dp`, docs/routing.md#strategies); false for a login or step-up challenge.
+local phone, carried = false, false
 if status == 'valid' then
-  local p = redis.call('HMGET', challengeKey, 'p', 'phone_number')
+  local p = redis.call('HMGET', challengeKey, 'p', 'phone_number', 'dp')
   phone = p[1] or p[2] or false
+  carried = p[3] or false
 end
-return {status, hooked, phone}
+return {status, hooked, phone, carried}

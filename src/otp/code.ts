@@ -156,6 +156,8 @@ export interface CheckResult {
   status: CheckStatus | "not_found";
   hooked: boolean;
   phone?: string;
+  /** The provider and route (`<provider> <route>`) that carried the code checked right, when known. */
+  carried?: string;
 }
 
 /** Checks a code of a challenge that records no events (a login, a step-up step). */
@@ -198,8 +200,13 @@ async function runCheck(
     ...args,
     events: e === undefined ? null : { valid: e.valid, invalid: e.invalid, compact: e.compact ?? null },
   };
-  const [status, hooked, phone] = (await script.run(redis, k, {
+  const [status, hooked, phone, carried] = (await script.run(redis, k, {
     args: JSON.stringify(payload),
-  })) as [CheckStatus | "not_found", number, string | null];
-  return { status, hooked: hooked === 1, ...(typeof phone === "string" ? { phone } : {}) };
+  })) as [CheckStatus | "not_found", number, string | null, string | null];
+  return {
+    status,
+    hooked: hooked === 1,
+    ...(typeof phone === "string" ? { phone } : {}),
+    ...(typeof carried === "string" ? { carried } : {}),
+  };
 }

@@ -107,6 +107,10 @@ export class WindowKeys {
   apiKeyFailures(subject: string): string {
     return this.rl(`ip:${subject}`, "apikey-failures");
   }
+  /** Wrong delivery-report tokens from one address (its limit subject). */
+  statusTokenFailures(subject: string): string {
+    return this.rl(`ip:${subject}`, "status-token-failures");
+  }
 }
 
 /**

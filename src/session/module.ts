@@ -1,6 +1,7 @@
 import type { AppsModule } from "../apps/module.js";
 import type { Module, SharedParts } from "../lifecycle/module.js";
 import type { MessagingModule } from "../messaging/module.js";
+import type { DeliveryModule } from "../delivery/module.js";
 import type { OAuthModule } from "../oauth/module.js";
 import { bindService, handlersOf, type CallerAuthenticator } from "../rpc/binding.js";
 import { CodeSender } from "./delivery.js";
@@ -37,14 +38,20 @@ export interface SessionModule extends Module {
 /** Users and their sessions: code and password logins, refreshes (a step-up token's among them), logout. */
 export function sessionModule(
   r: SessionNeeds,
-  d: { messaging: MessagingModule; apps: AppsModule; oauth: OAuthModule; stepUpTokens: StepUpTokens },
+  d: {
+    messaging: MessagingModule;
+    delivery: DeliveryModule;
+    apps: AppsModule;
+    oauth: OAuthModule;
+    stepUpTokens: StepUpTokens;
+  },
 ): SessionModule {
   const codes = new CodeSender({
     config: r.config,
     log: r.log,
     redis: r.redis,
     keys: r.keys,
-    sms: d.messaging.sms,
+    sms: d.delivery.sms,
     email: d.messaging.email,
     lookupData: r.lookupData,
     apps: r.apps,

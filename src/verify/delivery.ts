@@ -1,67 +1,148 @@
 /**
- * What follows a charge: the held message handed to the provider, then its hold settled, its
- * message id kept for receipts and its `sent` event recorded; and the start of webhook delivery
- * of an authentication's events.
+ * What follows a charge: the held message handed to the providers its route names, failing over
+ * within the call, then its hold settled, its message id kept for receipts and its `sent` event
+ * recorded; and the start of webhook delivery of an authentication's events.
  */
 import { RingfenceError } from "../errors.js";
 import { errorMessage, type Logger } from "../log.js";
 import type { CallScope } from "../observability/calls.js";
 import type { OutgoingSms } from "../messaging/provider.js";
+import type { DeliveryProvider } from "../messaging/providers.js";
+import type { Plan } from "../delivery/router.js";
 import type { Envelope } from "./model.js";
-import type { Hold } from "./store.js";
+import type { Hold, HoldArgs } from "./store.js";
 import type { VerifyDeps } from "./deps.js";
-import { outcomeUnknown, settleHold, unavailable } from "./holds.js";
+import { holdSpanMs, outcomeUnknown, settleHold, unavailable } from "./holds.js";
 import { compactEvent, type EventContext } from "./row.js";
 
+/** A charged message and the plan of providers it goes through. */
+export interface Charged {
+  hold: Hold;
+  /** What the charging script recorded of the hold (its deadline, its first provider). */
+  held: HoldArgs;
+  sms: OutgoingSms;
+  plan: Plan;
+}
+
 /**
- * Sends one held message. Accepted: the hold is committed (the charge stands; in the
- * background if Redis does not answer), the message id remembered for delivery receipts and
- * the `sent` event recorded, all three in one round trip, and the call succeeds. Refused: the
- * hold is released (refund, windows freed) and the call fails. No answer: the hold stays for
- * the recovery, which re-sends with the same reference and charges by the answer; the caller
- * gets 503. Answers whether the event awaits webhook delivery.
+ * Sends one held message through its plan: each provider in turn until one accepts (docs/routing.md#availability).
+ * Accepted: the hold is committed (the charge stands; in the background if Redis does not answer),
+ * the message id remembered for delivery receipts and the `sent` event recorded, all three in one
+ * round trip, and the call succeeds. Refused by every provider: the hold is released (refund,
+ * windows freed) and the call fails. The last provider tried did not answer: the hold stays for the
+ * recovery, which re-sends through that provider with the same reference and charges by the answer;
+ * the caller gets 503. Answers whether the event awaits webhook delivery.
  */
 export async function deliver(
-  deps: Pick<VerifyDeps, "store" | "sms" | "config">,
-  hold: Hold,
-  sms: OutgoingSms,
+  deps: Pick<VerifyDeps, "store" | "router" | "config">,
+  charged: Charged,
   attempt: number,
   sent: Envelope,
   ctx: EventContext,
   call: CallScope,
 ): Promise<boolean> {
   const { store } = deps;
+  const { hold, held, plan } = charged;
   const { log } = call;
-  let providerId: string;
-  try {
-    ({ providerId } = await deps.sms.send(sms, call));
-  } catch (err) {
-    const error = errorMessage(err);
-    if (outcomeUnknown(err)) {
-      log.warn("sms outcome unknown; held for recovery", { reference: sms.reference, error });
-      throw unavailable("the provider did not answer; the message is charged only if it was accepted");
-    }
+  const carried = await submit(deps, charged, call);
+  if (carried === undefined) {
     await settleHold(store, log, hold, "release");
-    log.error("sms not accepted", { provider: deps.sms.name, reference: sms.reference, error });
-    if (err instanceof RingfenceError) throw err;
     throw new RingfenceError("internal_server_error", "the message could not be sent; nothing was charged");
   }
+  const { provider, providerId } = carried;
   const auth = hold.id.split(".")[0] ?? "";
   const [, , hooked] = await Promise.all([
     settleHold(store, log, hold, "commit"),
     store
       .rememberMessage(
-        deps.sms.name,
+        provider.spec.name,
         providerId,
-        { customer: hold.customer, auth, attempt },
+        { customer: hold.customer, auth, attempt, route: plan.route },
         deps.config.SMS_RECEIPT_RETENTION_SECONDS,
       )
       .catch((err: unknown) => {
         log.warn("message id not remembered", { error: String(err) });
       }),
     afterSent(deps, hold.customer, auth, sent, compactEvent(sent, ctx), log),
+    keepForResend(deps, hold.customer, auth, held.sealed, plan, Date.parse(ctx.expiresAt), log),
   ]);
   return hooked;
+}
+
+/**
+ * Tries the plan's providers in order, each one available now, moving the hold to each after the
+ * first; answers the one that accepted, or undefined when none did. Throws (the hold settled as
+ * it must be) when the call may not go on: its deadline passed or the service is stopping (hold
+ * released), a recovery took the hold, or the last provider tried did not answer (hold kept).
+ */
+async function submit(
+  deps: Pick<VerifyDeps, "store" | "router" | "config">,
+  { hold, held, sms, plan }: Charged,
+  call: CallScope,
+): Promise<{ provider: DeliveryProvider; providerId: string } | undefined> {
+  const { store, router } = deps;
+  const { log } = call;
+  // A hold of the only provider names none (holds.ts, holdArgs).
+  let holder = held.provider === "" ? plan.providers[0]?.spec.name : held.provider;
+  let deadline = held.deadline;
+  let unknown = false;
+  for (const provider of plan.providers) {
+    const name = provider.spec.name;
+    if (!router.take(provider)) continue;
+    if (name !== holder) {
+      const until = Date.now() + holdSpanMs(deps.config, provider);
+      // Not moved (a recovery has it, or Redis did not answer): the hold is left to the recovery.
+      const moved = await store.moveHold(hold, deadline, until, name, plan.route).catch(() => false);
+      if (!moved) throw unavailable("the message is being recovered; it is charged only if it was accepted");
+      log.info("message moved to the next provider", { from: holder, to: name, reference: sms.reference });
+      holder = name;
+      deadline = until;
+    }
+    try {
+      const { providerId } = await provider.send(sms, call);
+      router.submitted(provider, plan, true);
+      return { provider, providerId };
+    } catch (err) {
+      if (err instanceof RingfenceError) {
+        // Nothing went out: the caller stopped waiting, or the service is stopping.
+        await settleHold(store, log, hold, "release");
+        throw err;
+      }
+      router.submitted(provider, plan, false);
+      unknown = outcomeUnknown(err);
+      log.warn(unknown ? "sms outcome unknown; next provider" : "sms not accepted; next provider", {
+        provider: name,
+        reference: sms.reference,
+        error: errorMessage(err),
+      });
+    }
+  }
+  if (unknown) {
+    // The provider the hold names may have taken it: the recovery asks it again.
+    throw unavailable("the provider did not answer; the message is charged only if it was accepted");
+  }
+  log.error("sms not accepted by any provider", { route: plan.route, reference: sms.reference });
+  return undefined;
+}
+
+/**
+ * Keeps the sealed message while its code lives when the route has another provider to re-send it
+ * through, should it be reported undelivered (docs/routing.md#undelivered); a failure costs that
+ * re-send only.
+ */
+async function keepForResend(
+  deps: Pick<VerifyDeps, "store">,
+  customer: string,
+  auth: string,
+  sealed: string,
+  plan: Plan,
+  untilMs: number,
+  log: Logger,
+): Promise<void> {
+  if (plan.providers.length < 2 || !(untilMs > Date.now())) return;
+  await deps.store.keepForResend(customer, auth, sealed, untilMs).catch((err: unknown) => {
+    log.warn("message not kept for a re-send", { error: errorMessage(err) });
+  });
 }
 
 /** Records an event after the message went out; a failure must not fail the call. */

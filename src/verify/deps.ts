@@ -6,7 +6,7 @@ import type { AccountStore } from "../accounts/store.js";
 import type { LookupDataSource } from "../lookup/lookup-data.js";
 import type { FraudEngine } from "../fraud/engine.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { SmsProvider } from "../messaging/sms.js";
+import type { Router } from "../delivery/router.js";
 import type { LookupSettings } from "../lookup/settings.js";
 import type { MessagingSettings } from "../messaging/settings.js";
 import type { OtpSettings } from "../otp/settings.js";
@@ -26,7 +26,8 @@ export interface VerifyDeps {
   secrets: Secrets;
   lookupData: LookupDataSource;
   store: VerifyStore;
-  sms: SmsProvider;
+  /** Chooses the providers of each message (src/delivery/router.ts). */
+  router: Router;
   /** Starts webhook delivery of an events list (the outbox of src/webhooks). */
   webhooks: { kick(list: string): Promise<void> };
   /** Checks callback_url: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */

@@ -19,6 +19,7 @@ import { EVENT_SHAPES, type EventFacts, type VerifyApi } from "./events.js";
 import type { VerifyDeps } from "./deps.js";
 import { giveBack, holdArgs, unavailable } from "./holds.js";
 import { deliver, kick } from "./delivery.js";
+import { afterUndelivered, UNDELIVERED } from "./undelivered.js";
 import { createdEvent, eventContext } from "./event-records.js";
 import { compactEvent } from "./row.js";
 
@@ -170,7 +171,8 @@ export class VerifyEngine {
       reference: `${authUuid}.1`,
     };
 
-    const held = holdArgs(this.deps, this.owner, sms);
+    const plan = this.deps.router.plan("sms", destination);
+    const held = holdArgs(this.deps, this.owner, sms, plan);
     const {
       status,
       refusedBy,
@@ -227,8 +229,7 @@ export class VerifyEngine {
     if (status === "pending") {
       await deliver(
         this.deps,
-        store.holdOf(place, sms.reference, "send"),
-        sms,
+        { hold: store.holdOf(place, sms.reference, "send"), held, sms, plan },
         1,
         shapes.sent(facts, 1, "send", new Date(this.now()).toISOString()),
         ctx,
@@ -279,7 +280,13 @@ export class VerifyEngine {
       locale: message.locale,
       reference: `${authUuid}.${attempt}`,
     };
-    const held = holdArgs(this.deps, this.owner, sms);
+    // A retry goes first to another provider than the one that carried the attempt before it.
+    const plan = this.deps.router.plan(
+      "sms",
+      destination,
+      auth.carriedBy === "" ? undefined : auth.carriedBy,
+    );
+    const held = holdArgs(this.deps, this.owner, sms, plan);
     const r = await store
       .retry(
         place,
@@ -304,8 +311,7 @@ export class VerifyEngine {
       const facts = await this.facts(auth.api, authUuid, phone, auth.correlationId, price);
       const hooked = await deliver(
         this.deps,
-        store.holdOf(place, sms.reference, "retry"),
-        sms,
+        { hold: store.holdOf(place, sms.reference, "retry"), held, sms, plan },
         attempt,
         EVENT_SHAPES[auth.api].sent(facts, attempt, "retry", new Date(this.now()).toISOString()),
         eventContext(facts, auth.expiresAt),
@@ -334,7 +340,7 @@ export class VerifyEngine {
     // A check's record names nothing of the row: its correlation_id is added where it is read.
     const ctx = { authUuid, phone: "", correlationId: "", expiresAt: "" };
     const compact = (e: CorrelatedEnvelope) => compactEvent(JSON.parse(e.head + e.tail) as Envelope, ctx);
-    const { status, hooked, phone } = await store.check(account.customerUuid, authUuid, {
+    const { status, hooked, phone, carried } = await store.check(account.customerUuid, authUuid, {
       now: t,
       codeHash: this.hashCode(authUuid, code),
       maxChecks: this.code.maxChecks,
@@ -345,6 +351,11 @@ export class VerifyEngine {
           : { valid, invalid, compact: { valid: compact(valid), invalid: compact(invalid) } },
     });
     if (hooked) await kick(this.deps, store.authKeys(account.customerUuid, authUuid).events, call.log);
+    // With one provider the row names none (holds.ts, holdArgs): it carried the code.
+    const only =
+      this.deps.router.providers.length === 1 ? this.deps.router.providers[0]?.spec.name : undefined;
+    const by = carried ?? only;
+    if (by !== undefined && phone !== undefined) this.deps.router.verified("sms", by, phone);
     if (phone !== undefined) await this.converted(api, account.customerUuid, phone);
     return status;
   }
@@ -357,21 +368,27 @@ export class VerifyEngine {
   /** Turns a delivery receipt of `provider` into its authentication's event, in its API's shape. */
   async recordReceipt(provider: string, receipt: DeliveryReceipt): Promise<void> {
     const { store, log } = this.deps;
-    const owner = await store.messageOwner(provider, receipt.providerId);
+    const formerNames = this.deps.router.provider(provider)?.spec.formerNames;
+    const owner = await store.messageOwner(provider, receipt.providerId, formerNames);
     if (owner === undefined) {
       log.warn("delivery receipt for an unknown message", { providerId: receipt.providerId });
       return;
     }
-    // An expired authentication has nothing left to record against.
-    const known = await store.receiptFacts(owner.customer, owner.auth);
-    if (known === undefined) return;
+    // An expired authentication has nothing left to record against; a repeated report changes nothing.
+    const [known, fresh] = await Promise.all([
+      store.receiptFacts(owner.customer, owner.auth),
+      store.reportOnce(owner.customer, owner.auth, owner, receipt.state),
+    ]);
+    if (known === undefined || !fresh) return;
     const phone = parseE164(known.phone);
     if (phone === undefined) return;
     const facts = await this.facts(known.api, owner.auth, phone, known.correlationId, known.priceMicros);
+    this.deps.router.reported("sms", provider, phone.countryCode, owner.route ?? "default", receipt.state);
     const event = EVENT_SHAPES[known.api].receipt(facts, owner.attempt, receipt);
     const compact = compactEvent(event, eventContext(facts, ""));
     const { hooked } = await store.appendEvent(owner.customer, owner.auth, event, compact);
     if (hooked) await kick(this.deps, store.authKeys(owner.customer, owner.auth).events, this.deps.log);
+    if (UNDELIVERED.has(receipt.state)) await afterUndelivered(this.deps, provider, owner, phone, this.now());
   }
 }
 

@@ -12,6 +12,9 @@ export interface Hold {
   sealed: string;
   owner: string;
   kind: "send" | "retry";
+  /** The provider that carries its message ('' for a hold recorded before providers were named). */
+  provider?: string;
+  route?: string;
 }
 
 /**
@@ -182,6 +185,95 @@ export class HoldStore {
       sealed: h.sealed ?? "",
       owner: h.owner ?? "",
       kind: h.kind === "retry" ? "retry" : "send",
+      provider: h.provider ?? "",
+      route: h.route ?? "default",
+    };
+  }
+
+  /**
+   * Names the next provider of the route in the hold, giving it until `until`, while the hold is
+   * still its owner's (its deadline is still `deadline`); false when a recovery claimed it or it is gone.
+   */
+  async moveHold(
+    hold: Hold,
+    deadline: number,
+    until: number,
+    provider: string,
+    route: string,
+  ): Promise<boolean> {
+    const keys = { holds: this.keys.holds(hold.customer), hold: this.keys.hold(hold.customer, hold.id) };
+    const [status] = (await scripts.moveHold.run(this.redis, keys, {
+      holdId: hold.id,
+      deadline,
+      later: until,
+      provider,
+      route,
+    })) as [string];
+    return status === "moved";
+  }
+
+  /**
+   * A message of attempt `attempt` reported undelivered or rejected: refunded once; `resend` with
+   * its sealed message when it may be sent once more (see undelivered.lua).
+   */
+  async undelivered(
+    customer: string,
+    auth: string,
+    attempt: number,
+    resent: boolean,
+    now: number,
+  ): Promise<
+    | { status: "resend"; price: number; sealed: string }
+    | { status: "refunded" | "repeat" | "gone"; price: number }
+  > {
+    const keys = this.moneyKeys(customer, auth, now);
+    const [status, price, sealed] = (await scripts.undelivered.run(this.redis, keys, {
+      attempt,
+      resent: resent ? "1" : "0",
+      now,
+    })) as [string, number | undefined, string | undefined];
+    if (status === "resend") return { status, price: Number(price), sealed: sealed ?? "" };
+    return { status: status as "refunded" | "repeat" | "gone", price: price ?? 0 };
+  }
+
+  /** Notes a report of `state` for a message; false when it repeats one already noted (nothing to do). */
+  async reportOnce(
+    customer: string,
+    auth: string,
+    ref: { attempt: number; resend?: boolean },
+    state: string,
+  ): Promise<boolean> {
+    const field = `k${ref.attempt}${ref.resend === true ? "r" : ""}`;
+    const fresh = await scripts.reportOnce.run(
+      this.redis,
+      { auth: this.keys.auth(customer, auth).auth },
+      { field, state },
+    );
+    return fresh === 1;
+  }
+
+  /**
+   * Keeps the sealed message of an authentication's current code until `untilMs` (its expiry), so
+   * an undelivered report can re-send it once through another provider.
+   */
+  async keepForResend(customer: string, auth: string, sealed: string, untilMs: number): Promise<void> {
+    await this.redis.set(this.keys.auth(customer, auth).message, sealed, "PXAT", untilMs);
+  }
+
+  /** Charges an accepted re-send the price its undelivered message was refunded. */
+  async chargeResend(customer: string, auth: string, price: number, now: number): Promise<void> {
+    await scripts.chargeResend.run(this.redis, this.moneyKeys(customer, auth, now), { price });
+  }
+
+  private moneyKeys(
+    customer: string,
+    auth: string,
+    now: number,
+  ): { auth: string; account: string; spend: string } {
+    return {
+      auth: this.keys.auth(customer, auth).auth,
+      account: this.keys.accounts.account(customer),
+      spend: this.keys.accounts.spend(customer, new Date(now).toISOString().slice(0, 7)),
     };
   }
 }

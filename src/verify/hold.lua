@@ -1,5 +1,6 @@
 -- Holds: a charged message whose provider answer is not yet recorded (see hold-store.ts, Hold).
--- hold = {id, issuedAt, staleMs, deadline, sealed, owner}; release: the JSON list of the keys a
+-- hold = {id, issuedAt, staleMs, deadline, sealed, owner, provider, route}: `provider` carries the
+-- message (recovery re-sends through it only), `route` the destination of the route that chose it; release: the JSON list of the keys a
 -- release needs (hold-store.ts releaseKeys).
 
 -- True when Redis runs this later than the caller could still be waiting for the answer
@@ -14,5 +15,6 @@ end
 local function hold_record(holds, key, hold, price, member, kind, release)
   redis.call('ZADD', holds, hold.deadline, hold.id)
   redis.call('HSET', key, 'price', tostring(price), 'member', member, 'kind', kind,
-    'sealed', hold.sealed, 'owner', hold.owner, 'release', release)
+    'sealed', hold.sealed, 'owner', hold.owner, 'release', release, 'provider', hold.provider or '',
+    'route', hold.route or '')
 end

@@ -5,6 +5,7 @@ import { COMMAND_TIMEOUT_MS } from "../redis/client.js";
 import { DeliveryError, type OutgoingSms } from "../messaging/provider.js";
 import type { SmsProvider } from "../messaging/sms.js";
 import type { CallScope } from "../observability/calls.js";
+import type { Plan, Router } from "../delivery/router.js";
 import type { VerifyConfig } from "./deps.js";
 import type { Hold, HoldArgs, VerifyStore } from "./store.js";
 
@@ -90,27 +91,44 @@ export function giveBack(
   };
 }
 
-/** The hold arguments of a send or retry issued now, its message sealed (it holds the code). */
+/**
+ * The hold arguments of a send or retry issued now, its message sealed (it holds the code), naming
+ * the first provider of `plan` available now (the one its message goes to first).
+ */
 export function holdArgs(
-  deps: { config: HoldSettings; secrets: Secrets; sms: Pick<SmsProvider, "longestSendMs"> },
+  deps: { config: HoldSettings; secrets: Secrets; router: Pick<Router, "isAvailable" | "providers"> },
   owner: string,
   sms: OutgoingSms,
+  plan: Plan,
 ): HoldArgs & { id: string } {
   const issuedAt = Date.now();
+  const first = plan.providers.find((p) => deps.router.isAvailable(p.spec.name)) ?? plan.providers[0];
   return {
     id: sms.reference,
     issuedAt,
     staleMs: STALE_AFTER_MS,
-    deadline: issuedAt + holdSpanMs(deps.config, deps.sms),
+    deadline: issuedAt + holdSpanMs(deps.config, first ?? { longestSendMs: 0 }),
     sealed: deps.secrets.encrypt(JSON.stringify(sms)),
     owner,
+    // With one provider there is nothing to choose: the hold names none, and the row keeps none
+    // (its listpack stays small, docs/capacity.md); the recovery re-sends through that provider.
+    provider: deps.router.providers.length < 2 ? "" : (first?.spec.name ?? ""),
+    route: plan.route,
   };
+}
+
+/** The providers a recovery may re-send through, by the name a hold gives. */
+export interface HoldProviders {
+  /** The provider of that name (or a name it had before); undefined when it is not configured. */
+  provider(name: string): SmsProvider | undefined;
+  /** The provider of holds that name none (recorded before providers were named): the first declared. */
+  readonly providers: readonly SmsProvider[];
 }
 
 export interface HoldRecoveryOptions {
   config: HoldSettings;
   store: VerifyStore;
-  sms: SmsProvider;
+  sms: HoldProviders;
   secrets: Secrets;
   log: Logger;
   now?: () => number;
@@ -167,8 +185,24 @@ export class HoldRecovery {
   async recover(customer: string, id: string): Promise<boolean> {
     const { store, log } = this.o;
     const now = this.now();
-    const hold = await store.claimHold(customer, id, now, now + holdSpanMs(this.o.config, this.o.sms));
+    const longest = Math.max(0, ...this.o.sms.providers.map((p) => p.longestSendMs));
+    const hold = await store.claimHold(
+      customer,
+      id,
+      now,
+      now + holdSpanMs(this.o.config, { longestSendMs: longest }),
+    );
     if (hold === undefined) return false;
+    // Only the provider the hold names may have the message: it alone is asked again.
+    const named = hold.provider === undefined || hold.provider === "" ? undefined : hold.provider;
+    const provider = named === undefined ? this.o.sms.providers[0] : this.o.sms.provider(named);
+    if (provider === undefined) {
+      log.error("held message's provider is not configured any more; refunding", {
+        hold: id,
+        provider: named,
+      });
+      return store.resolveHold(hold, "release");
+    }
     let sms: OutgoingSms;
     try {
       sms = JSON.parse(this.o.secrets.decrypt(hold.sealed)) as OutgoingSms;
@@ -178,15 +212,15 @@ export class HoldRecovery {
       return store.resolveHold(hold, "release");
     }
     try {
-      const { providerId } = await this.o.sms.send(sms);
+      const { providerId } = await provider.send(sms);
       const done = await store.resolveHold(hold, "commit");
       log.info("held message accepted on re-send; charged", { hold: id, owner: hold.owner });
       const [auth, attempt] = id.split(".");
       await store
         .rememberMessage(
-          this.o.sms.name,
+          provider.name,
           providerId,
-          { customer, auth: auth ?? "", attempt: Number(attempt) },
+          { customer, auth: auth ?? "", attempt: Number(attempt), route: hold.route ?? "default" },
           this.o.config.SMS_RECEIPT_RETENTION_SECONDS,
         )
         .catch(() => undefined);

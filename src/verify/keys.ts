@@ -9,6 +9,8 @@ export interface AuthKeys {
   events: string;
   hook: string;
   pending: string;
+  /** The sealed message of the current code while it lives, when it may be re-sent (docs/routing.md#undelivered). */
+  message: string;
 }
 
 /** Where a send or retry happens: what its keys are named after. */
@@ -39,7 +41,8 @@ export class VerifyKeys {
     const base = this.keys.key("auth", customer, auth);
     const events = `${base}:events`;
     const { hook, pending } = outboxKeys(events, this.keys);
-    return { auth: base, events, hook, pending };
+    // The sealed message of the current code, kept for one re-send (undelivered.lua builds the same name).
+    return { auth: base, events, hook, pending, message: `${base}:msg` };
   }
 
   /** Every key a send at `p` may touch (see send-code.lua). */

@@ -2,7 +2,7 @@ import type { AccountsModule } from "../accounts/module.js";
 import { isRedisUnavailable } from "../errors.js";
 import type { Module, SharedParts } from "../lifecycle/module.js";
 import { errorMessage } from "../log.js";
-import type { MessagingModule } from "../messaging/module.js";
+import type { DeliveryModule } from "../delivery/module.js";
 import { bindService } from "../rpc/binding.js";
 import { v1ServiceOptions } from "../v1/deprecation.js";
 import type { WebhooksModule } from "../webhooks/module.js";
@@ -32,7 +32,7 @@ export interface VerifyNeeds extends Pick<SharedParts, "log" | "secrets" | "outb
  */
 export function verifyModule(
   r: VerifyNeeds,
-  d: { messaging: MessagingModule; webhooks: WebhooksModule; accounts: AccountsModule },
+  d: { delivery: DeliveryModule; webhooks: WebhooksModule; accounts: AccountsModule },
 ): Module {
   const engine = new VerifyEngine({
     config: r.config,
@@ -41,23 +41,27 @@ export function verifyModule(
     secrets: r.secrets,
     lookupData: r.lookupData,
     store: r.verify,
-    sms: d.messaging.sms,
+    router: d.delivery.router,
     webhooks: d.webhooks.outbox,
     outbound: r.outbound,
     metrics: r.metrics,
     fraud: r.fraud,
   });
-  d.messaging.sms.onReceipt((receipt) => {
-    engine.recordReceipt(d.messaging.sms.name, receipt).catch((err: unknown) => {
-      r.log[isRedisUnavailable(err) ? "warn" : "error"]("delivery receipt not recorded", {
-        error: errorMessage(err),
+  for (const provider of d.delivery.router.providers) {
+    provider.onReceipt((receipt) => {
+      engine.recordReceipt(provider.spec.name, receipt).catch((err: unknown) => {
+        r.log[isRedisUnavailable(err) ? "warn" : "error"]("delivery receipt not recorded", {
+          provider: provider.spec.name,
+          error: errorMessage(err),
+        });
       });
     });
-  });
+  }
+  d.delivery.onReport((provider, receipt) => engine.recordReceipt(provider, receipt));
   const holds = new HoldRecovery({
     config: r.config,
     store: r.verify,
-    sms: d.messaging.sms,
+    sms: d.delivery.router,
     secrets: r.secrets,
     log: r.log,
   });

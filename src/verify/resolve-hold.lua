@@ -60,7 +60,7 @@ local function give_back_retry(row, n)
   if tonumber(r[6] or '0') > 0 then redis.call('HINCRBY', row, 'retries', -1) end
 end
 
-local h = redis.call('HMGET', holdKey, 'price', 'member', 'kind', 'sealed')
+local h = redis.call('HMGET', holdKey, 'price', 'member', 'kind', 'sealed', 'provider', 'route')
 if not h[1] then
   redis.call('ZREM', holdsKey, holdId)
   return {'gone'}
@@ -80,10 +80,17 @@ if outcome == 'release' then
   else
     give_back_retry(authKey, tonumber(string.match(holdId, '%.(%d+)$')))
   end
-elseif h[3] == 'retry' then
-  -- Accepted: its code stays, and nothing needs what it replaced any more.
-  local n = string.match(holdId, '%.(%d+)$')
-  redis.call('HDEL', authKey, 'p' .. n, 'ph' .. n)
+else
+  if h[3] == 'retry' then
+    -- Accepted: its code stays, and nothing needs what it replaced any more.
+    local n = string.match(holdId, '%.(%d+)$')
+    redis.call('HDEL', authKey, 'p' .. n, 'ph' .. n)
+  end
+  -- The provider and route of the message accepted: a right code counts for them, and a retry
+  -- goes first to another provider (docs/routing.md#retries).
+  if h[5] and h[5] ~= '' and redis.call('EXISTS', authKey) == 1 then
+    redis.call('HSET', authKey, 'dp', (h[6] or 'default') == 'default' and h[5] or (h[5] .. ' ' .. h[6]))
+  end
 end
 redis.call('DEL', holdKey)
 redis.call('ZREM', holdsKey, holdId)

@@ -46,6 +46,8 @@ export interface RowState {
   retries: number;
   attempts: number;
   nextRetryAtMs: number;
+  /** The provider that carried the last message accepted ('' when not known). */
+  carriedBy?: string;
 }
 
 /** Short names of the fields only the service reads (the compact format). */
@@ -145,6 +147,7 @@ export function decodeRow(
       retries: n(h.retries),
       attempts: n(h.attempts),
       nextRetryAtMs: n(h.next_retry_at_ms),
+      carriedBy: (h.dp ?? "").split(" ")[0] ?? "",
       correlationId: h.correlation_id ?? "",
       locale: field("locale", SHORT.locale),
       templateId: field("template_id", SHORT.templateId),
@@ -283,6 +286,10 @@ export interface MessageRef {
   customer: string;
   auth: string;
   attempt: number;
+  /** The destination of the route that chose its provider (absent in references kept before routes). */
+  route?: string;
+  /** The message is the one re-send of an attempt reported undelivered. */
+  resend?: boolean;
 }
 
 /**
@@ -295,16 +302,21 @@ export function encodeMessageRef(ref: MessageRef): string {
   const a = packUuid(ref.auth);
   if (c === undefined || a === undefined) return JSON.stringify(ref);
   const both = Buffer.concat([Buffer.from(c, "base64url"), Buffer.from(a, "base64url")]);
-  return `${both.toString("base64url")}${ref.attempt}`;
+  // The default route is the one a reference names by naming none.
+  const route = ref.route === undefined || ref.route === "default" ? "" : `/${ref.route}`;
+  return `${both.toString("base64url")}${ref.attempt}${ref.resend === true ? "r" : ""}${route}`;
 }
 
 export function decodeMessageRef(v: string): MessageRef {
   if (v.startsWith("{")) return JSON.parse(v) as MessageRef;
   const both = Buffer.from(v.slice(0, 43), "base64url");
+  const [attempt = "", route] = v.slice(43).split("/");
   return {
     customer: unpackUuid(both.subarray(0, 16).toString("base64url")),
     auth: unpackUuid(both.subarray(16, 32).toString("base64url")),
-    attempt: Number(v.slice(43)),
+    attempt: Number(attempt.replace(/r$/, "")),
+    ...(route === undefined ? {} : { route }),
+    ...(attempt.endsWith("r") ? { resend: true } : {}),
   };
 }
 

@@ -69,6 +69,30 @@ export const appendEvent = defineScript({
   argv: ["envelope", "compact"],
 });
 
+export const moveHold = defineScript({
+  file: file("move-hold"),
+  keys: ["holds", "hold"],
+  argv: ["holdId", "deadline", "later", "provider", "route"],
+});
+
+export const undelivered = defineScript({
+  file: file("undelivered"),
+  keys: ["auth", "account", "spend"],
+  argv: ["attempt", "resent", "now"],
+});
+
+export const reportOnce = defineScript({
+  file: file("report-once"),
+  keys: ["auth"],
+  argv: ["field", "state"],
+});
+
+export const chargeResend = defineScript({
+  file: file("charge-resend"),
+  keys: ["auth", "account", "spend"],
+  argv: ["price"],
+});
+
 export const holdIndex = defineScript({
   file: file("hold-index"),
   keys: ["index", "earlierIndex"],
@@ -125,4 +149,8 @@ export interface HoldArgs {
   sealed: string;
   /** The instance that sends it (for the logs of a recovery). */
   owner: string;
+  /** The provider that carries it: a recovery re-sends through it and no other (docs/routing.md#hold-recovery). */
+  provider: string;
+  /** The destination of the route that chose the provider. */
+  route: string;
 }

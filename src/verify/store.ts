@@ -158,7 +158,7 @@ export class VerifyStore extends HoldStore {
         | (Record<"valid" | "invalid", CorrelatedEnvelope> & { compact: Record<"valid" | "invalid", string> })
         | undefined;
     },
-  ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean; phone?: string }> {
+  ): Promise<{ status: CheckStatus | "not_found"; hooked: boolean; phone?: string; carried?: string }> {
     const k = this.authKeys(customer, auth);
     const { events, ...rest } = args;
     return scripts.checkCode(
@@ -301,13 +301,21 @@ export class VerifyStore extends HoldStore {
     await this.redis.set(this.keys.messageRef(provider, providerId), encodeMessageRef(ref), "EX", seconds);
   }
 
-  /** The owner of `provider`'s message `providerId`, by its name per provider or the one kept before. */
-  async messageOwner(provider: string, providerId: string): Promise<MessageRef | undefined> {
-    const [v, legacy] = await this.redis.mget(
-      this.keys.messageRef(provider, providerId),
-      this.keys.legacyMessageRef(providerId),
-    );
-    const found = v ?? legacy;
+  /**
+   * The owner of `provider`'s message `providerId`, by its name per provider, by a name the provider
+   * had before (the back-compat provider was `smpp` or `http`), or the one kept before names.
+   */
+  async messageOwner(
+    provider: string,
+    providerId: string,
+    formerNames: readonly string[] = [],
+  ): Promise<MessageRef | undefined> {
+    const found = (
+      await this.redis.mget(
+        ...[provider, ...formerNames].map((name) => this.keys.messageRef(name, providerId)),
+        this.keys.legacyMessageRef(providerId),
+      )
+    ).find((v) => v !== null && v !== undefined);
     return found === null || found === undefined ? undefined : decodeMessageRef(found);
   }
 

@@ -52,6 +52,7 @@ const SHARED = [
 const DOMAINS = [
   "accounts",
   "apps",
+  "delivery",
   "fraud",
   "lookup",
   "messaging",

@@ -57,6 +57,11 @@ describe("docs/cli.md", function () {
       "fraud decisions",
       "fraud insights",
       "fraud simulate",
+      "routes",
+      "routes set",
+      "routes list",
+      "routes remove",
+      "routes insights",
     ]);
   });
 });

@@ -15,6 +15,7 @@ import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import type { MethodDefinition } from "@grpc/grpc-js";
 import { asMessage, httpBodyField, httpBodyRequest, sameShape } from "../../src/gateway/direct.js";
 import { loadContract } from "../../src/rpc/contract.js";
+import { DeliveryReportServiceService } from "../../src/gen/ringfence/delivery/v1/delivery_report_service.js";
 import { OAuthServiceService } from "../../src/gen/ringfence/oauth/v1/oauth_service.js";
 import { StepUpServiceService } from "../../src/gen/ringfence/stepup/v1/stepup_service.js";
 import { LookupServiceService as LookupV1 } from "../../src/gen/ringfence/lookup/v1/lookup_service.js";
@@ -33,6 +34,7 @@ const SERVICES = [
   VerifyServiceService,
   FraudServiceService,
   VerificationServiceService,
+  DeliveryReportServiceService,
 ];
 const JSON_OPTIONS = { useProtoFieldName: true, alwaysEmitImplicit: true };
 const SAMPLES = 40;

@@ -66,14 +66,14 @@ describe("HTTP SMS provider", () => {
     receiver = undefined;
   });
 
-  it("POSTs exactly {to, from, body, locale, reference} as JSON, and takes the answer's id", async () => {
+  it("POSTs exactly {to, from, body, locale, reference} as JSON, and keeps our reference, which its reports name", async () => {
     receiver = await startReceiver((res) => {
       res
         .writeHead(202, { "content-type": "application/json" })
         .end(JSON.stringify({ id: "prov-77", extra: 1 }));
     });
     const provider = new HttpSmsProvider(receiver.url, { timeoutMs: 2_000 });
-    expect(await provider.send(message)).to.deep.equal({ providerId: "prov-77" });
+    expect(await provider.send(message)).to.deep.equal({ providerId: message.reference });
     expect(receiver.received).to.have.length(1);
     const [req] = receiver.received;
     expect(req!.method).to.equal("POST");
@@ -183,7 +183,9 @@ describe("HTTP SMS provider", () => {
       res.writeHead(200, { "content-type": "application/json" }).end('{"id":"m"}'),
     );
     const provider = new HttpSmsProvider(receiver.url, { timeoutMs: 2_000 });
-    for (let i = 0; i < 3; i++) expect(await provider.send(message)).to.deep.equal({ providerId: "m" });
+    for (let i = 0; i < 3; i++) {
+      expect(await provider.send(message)).to.deep.equal({ providerId: message.reference });
+    }
     const ports = new Set(receiver.received.map((r) => r.remotePort));
     expect(receiver.received).to.have.length(3);
     expect(ports.size).to.equal(1);

@@ -264,7 +264,7 @@ describe("capacity: retention settings", () => {
       expect(Number(await redis.call("PEXPIRETIME", key)), key).to.equal(expiresAt + 3_600_000);
     }
     const ttl = await redis.ttl(
-      new VerifyKeys(new Keys(app.config.REDIS_KEY_PREFIX)).messageRef(app.config.SMS_PROVIDER, `${auth}.1`),
+      new VerifyKeys(new Keys(app.config.REDIS_KEY_PREFIX)).messageRef("default", `${auth}.1`),
     );
     expect(ttl).to.be.within(110, 120);
   });

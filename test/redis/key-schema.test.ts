@@ -3,6 +3,7 @@ import { Keys } from "../../src/redis/client.js";
 import { AccountKeys } from "../../src/accounts/keys.js";
 import { WindowKeys } from "../../src/otp/keys.js";
 import { VerifyKeys } from "../../src/verify/keys.js";
+import { DeliveryKeys } from "../../src/delivery/keys.js";
 
 // Stored keys keep their names: rows, holds and accounts written before must still be found.
 describe("key schema", () => {
@@ -17,6 +18,14 @@ describe("key schema", () => {
     expect(a.changes()).to.equal("rf:changed:{accounts}");
   });
 
+  it("names routes and delivery counters each under its own hash tag (docs/capacity.md#delivery-counters)", () => {
+    const d = new DeliveryKeys(keys);
+    expect(d.routes()).to.equal("rf:routes:{table}");
+    expect(d.routeChanges()).to.equal("rf:changed:{routes}");
+    expect(d.hourly("sms", 493_000)).to.equal("rf:dstat:{sms:493000}");
+    expect(d.conversion("sms", "FR", 12)).to.equal("rf:rconv:{sms:FR}:12");
+  });
+
   it("names verifications, holds and their indexes as they were stored", () => {
     const v = new VerifyKeys(keys);
     expect(v.auth("c1", "a1")).to.deep.equal({
@@ -24,6 +33,7 @@ describe("key schema", () => {
       events: "rf:auth:{c1}:a1:events",
       hook: "rf:auth:{c1}:a1:events:hook",
       pending: "rf:whpending:{c1}",
+      message: "rf:auth:{c1}:a1:msg",
     });
     const place = {
       customer: "c1",
@@ -71,5 +81,6 @@ describe("key schema", () => {
     expect(w.clientTokenFailures("dg")).to.equal("rf:rl:{client:dg}:token-failures");
     expect(w.addressTokenFailures("1.2.3.4")).to.equal("rf:rl:{ip:1.2.3.4}:token-failures");
     expect(w.apiKeyFailures("1.2.3.4")).to.equal("rf:rl:{ip:1.2.3.4}:apikey-failures");
+    expect(w.statusTokenFailures("1.2.3.4")).to.equal("rf:rl:{ip:1.2.3.4}:status-token-failures");
   });
 });

@@ -128,9 +128,9 @@ export function operationOf(method: string, path: string): Operation | undefined
   );
 }
 
-/** A V1 path (the session service lives under /v1/session and is not V1). */
+/** A V1 path (the session service under /v1/session and delivery reports under /v1/delivery are not V1). */
 export function isV1Path(path: string): boolean {
-  return /^\/v1\/(?!session(\/|$))/.test(path);
+  return /^\/v1\/(?!(session|delivery)(\/|$))/.test(path);
 }
 
 export interface V1Answer {

@@ -19,6 +19,7 @@ import { Redis, type Command } from "ioredis";
 import type { WriteableStream } from "ioredis/built/types.js";
 import { silentLogger } from "../../src/log.js";
 import { createSmsProvider } from "../../src/messaging/sms.js";
+import { soleProvider } from "../support/providers.js";
 import { testRedisUrl } from "../support/hooks.js";
 import { rest } from "../support/rest.js";
 
@@ -46,7 +47,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
     recovery = new HoldRecovery({
       config: app.config,
       store: r.verify,
-      sms: createSmsProvider(app.config, silentLogger),
+      sms: soleProvider(createSmsProvider(app.config, silentLogger)),
       secrets: r.secrets,
       log: silentLogger,
     });
@@ -145,6 +146,8 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       deadline: opts.deadline ?? now + 60_000,
       sealed: app.registry.secrets.encrypt(JSON.stringify(message)),
       owner: "test",
+      provider: "default",
+      route: "default",
     };
     const { status } = await store.send(
       place,
@@ -173,6 +176,8 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
       deadline: Date.now() + 60_000,
       sealed: app.registry.secrets.encrypt(JSON.stringify(message)),
       owner: "test",
+      provider: "default",
+      route: "default",
     };
     const r = await store.retry(
       place,
@@ -244,7 +249,7 @@ describe("V1 send holds (reserve, commit, release, recovery)", () => {
           ? (raced ??= reserve({ deadline: Date.now() - 1 }))
           : undefined,
       ),
-      sms: createSmsProvider(app.config, silentLogger),
+      sms: soleProvider(createSmsProvider(app.config, silentLogger)),
       secrets: app.registry.secrets,
       log: silentLogger,
     });

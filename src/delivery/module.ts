@@ -1,0 +1,112 @@
+import type { Module, SharedParts } from "../lifecycle/module.js";
+import type { MessagingModule } from "../messaging/module.js";
+import { DeliveryError, type SmsProvider } from "../messaging/provider.js";
+import { parseE164 } from "../phone/e164.js";
+import { bindService } from "../rpc/binding.js";
+import { DeliveryKeys } from "./keys.js";
+import { DeliveryReports, type ReportListener } from "./reports.js";
+import { RingfenceError } from "../errors.js";
+import { AuthFailures } from "../otp/failures.js";
+import { WindowKeys } from "../otp/keys.js";
+import { Router } from "./router.js";
+import { RouteStore } from "./routes.js";
+import type { DeliverySettings } from "./settings.js";
+import { DeliveryStats } from "./stats.js";
+import { DELIVERY_REPORTS } from "./surface.js";
+
+export interface DeliveryModule extends Module {
+  router: Router;
+  /** SMS as the session service sends them: routed like verification codes, without holds. */
+  sms: SmsProvider;
+  /** Where the http providers' delivery reports go (verify records them as receipts). */
+  onReport(listener: ReportListener): void;
+}
+
+/** What the delivery module takes of the process (src/registry.ts gives it). */
+export type DeliveryNeeds = Pick<SharedParts, "log" | "metrics" | "redis" | "keys"> & {
+  config: DeliverySettings;
+};
+
+/**
+ * Delivery routes (docs/routing.md): the route table and conversion figures each process keeps and
+ * reads again in the background, and the circuits of the providers it sends through.
+ */
+export function deliveryModule(r: DeliveryNeeds, messaging: MessagingModule): DeliveryModule {
+  const keys = new DeliveryKeys(r.keys);
+  const router = new Router(messaging.providers, {
+    store: new RouteStore(r.redis, keys),
+    stats: new DeliveryStats(r.redis, keys, {
+      windowSeconds: r.config.ROUTE_WINDOW_SECONDS,
+      retentionDays: r.config.DELIVERY_STATS_RETENTION_DAYS,
+    }),
+    config: r.config,
+    log: r.log,
+    metrics: r.metrics,
+  });
+  const reports = new DeliveryReports(router);
+  return {
+    name: "delivery",
+    router,
+    sms: routedSms(router),
+    onReport: (listener) => {
+      reports.onReport(listener);
+    },
+    bindings: [
+      bindService(DELIVERY_REPORTS.definition, reports.handlers(), {
+        ...DELIVERY_REPORTS.surface,
+        authenticators: { provider: reports.authenticator(statusTokenFailures(r)) },
+      }),
+    ],
+    prepare: () => router.start(),
+    watched: [{ watch: (subscriber) => router.watch(subscriber, keys.routeChanges()) }],
+    background: [
+      {
+        close: () => {
+          router.stop();
+          return Promise.resolve();
+        },
+      },
+    ],
+  };
+}
+
+/** Sends through the route of each message's number, failing over as verification codes do. */
+export function routedSms(router: Router): SmsProvider {
+  return {
+    name: "routed",
+    longestSendMs: Math.max(0, ...router.providers.map((p) => p.longestSendMs)),
+    async send(msg, call) {
+      const phone = parseE164(msg.to);
+      const plan = router.plan("sms", { e164: msg.to, country: phone?.countryCode ?? "", network: "" });
+      let last: unknown = new DeliveryError("no provider of the route is available", true);
+      for (const p of plan.providers) {
+        if (!router.take(p)) continue;
+        try {
+          const sent = await p.send(msg, call);
+          router.submitted(p, plan, true, false);
+          return sent;
+        } catch (err) {
+          if (!(err instanceof DeliveryError)) throw err;
+          router.submitted(p, plan, false, false);
+          last = err;
+        }
+      }
+      throw last;
+    },
+    onReceipt: () => undefined,
+    close: () => Promise.resolve(),
+  };
+}
+
+/** Wrong report tokens (and provider names) per client address: STATUS_TOKEN_FAILURES_IP. */
+function statusTokenFailures(r: DeliveryNeeds): AuthFailures {
+  const windows = new WindowKeys(r.keys);
+  return new AuthFailures(r.redis, {
+    setting: "STATUS_TOKEN_FAILURES_IP",
+    rule: r.config.STATUS_TOKEN_FAILURES_IP,
+    counter: (subject) => windows.statusTokenFailures(subject),
+    isWrong: (err) =>
+      err instanceof RingfenceError && (err.code === "unauthorized" || err.code === "not_found"),
+    refusal: "too many wrong delivery-report tokens from this address; try again later",
+  });
+}

@@ -1,0 +1,288 @@
+import { errorMessage, type Logger } from "../log.js";
+import type { Channel, DeliveryProvider, ProviderSpec } from "../messaging/providers.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { RedisClient } from "../redis/client.js";
+import type { DeliveryState } from "../messaging/provider.js";
+import { parseE164 } from "../phone/e164.js";
+import { Circuit } from "./circuit.js";
+import { destinationKind, type Route, type RouteStore } from "./routes.js";
+import type { DeliverySettings } from "./settings.js";
+import type { DeliveryStats, Figures, Place } from "./stats.js";
+import { orderProviders } from "./strategy.js";
+
+/** Where a message goes, as routes match it. */
+export interface Target {
+  e164: string;
+  /** ISO 3166 alpha-2 ('' or 001 outside any country). */
+  country: string;
+  /** `<mcc>-<mnc>` when the lookup knows it, else anything else or ''. */
+  network: string;
+}
+
+/** The providers one message is tried through, in order, and the route that chose them. */
+export interface Plan {
+  channel: Channel;
+  /** The route's destination (`default` when no route matched). */
+  route: string;
+  country: string;
+  providers: DeliveryProvider[];
+}
+
+/** A delivery state as insights and metrics count it (docs/routing.md#insights); others are not reports. */
+const REPORT_STATUS: Partial<Record<DeliveryState, "delivered" | "undelivered" | "rejected">> = {
+  delivered: "delivered",
+  failed: "undelivered",
+  expired: "undelivered",
+  rejected: "rejected",
+};
+
+/** How often each process reads the routes and the conversion figures again (besides announcements). */
+export const REFRESH_MS = 1_000;
+
+/**
+ * Chooses providers for each message from the routes (docs/routing.md): the route table, each
+ * `conversion` route's figures and each provider's circuit are kept in the process and read again
+ * in the background (every REFRESH_MS, and at once on a route change announced), so choosing costs
+ * a send no Redis round trip.
+ */
+export class Router {
+  private routes: Route[] = [];
+  private readonly byName: Map<string, DeliveryProvider>;
+  private readonly specs: Map<string, ProviderSpec>;
+  private readonly circuits = new Map<string, Circuit>();
+  private readonly figures = new Map<string, Map<string, Figures>>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private refreshing: Promise<void> | undefined;
+  private readonly now: () => number;
+  private readonly random: () => number;
+
+  constructor(
+    readonly providers: readonly DeliveryProvider[],
+    private readonly o: {
+      store: RouteStore;
+      stats: DeliveryStats;
+      config: DeliverySettings;
+      log: Logger;
+      metrics?:
+        | Pick<Metrics, "deliverySent" | "deliveryReport" | "deliveryVerified" | "providerAvailable">
+        | undefined;
+      now?: () => number;
+      random?: () => number;
+    },
+  ) {
+    this.now = o.now ?? Date.now;
+    this.random = o.random ?? Math.random;
+    this.byName = new Map(providers.map((p) => [p.spec.name, p]));
+    this.specs = new Map(providers.map((p) => [p.spec.name, p.spec]));
+    for (const p of providers) {
+      const circuit = new Circuit(
+        {
+          failures: o.config.PROVIDER_CIRCUIT_FAILURES,
+          openMs: o.config.PROVIDER_CIRCUIT_OPEN_SECONDS * 1000,
+          now: this.now,
+        },
+        (open) => {
+          o.log[open ? "warn" : "info"](open ? "provider circuit opened" : "provider circuit closed", {
+            provider: p.spec.name,
+          });
+          this.report(p);
+        },
+      );
+      this.circuits.set(p.spec.name, circuit);
+    }
+  }
+
+  /** A provider by name, or by a name it had before (the back-compat provider's `smpp`, `http`). */
+  provider(name: string): DeliveryProvider | undefined {
+    return this.byName.get(name) ?? this.providers.find((p) => p.spec.formerNames?.includes(name));
+  }
+
+  /** The route `target` follows on `channel`: the most specific that matches, else the channel's providers in order. */
+  routeFor(channel: Channel, target: Target): Route {
+    let best: Route | undefined;
+    let rank = -1;
+    for (const r of this.routes) {
+      if (r.channel !== channel) continue;
+      const kind = destinationKind(r.destination);
+      // The longest prefix first, then the network, then the country, then `default`.
+      const score =
+        kind === "prefix" && target.e164.startsWith(r.destination)
+          ? 1_000 + r.destination.length
+          : kind === "network" && r.destination === target.network
+            ? 300
+            : kind === "country" && r.destination === target.country
+              ? 200
+              : kind === "default"
+                ? 100
+                : -1;
+      if (score > rank) {
+        best = r;
+        rank = score;
+      }
+    }
+    if (best !== undefined) return best;
+    const names = this.providers.filter((p) => p.spec.channel === channel).map((p) => p.spec.name);
+    return { channel, destination: "default", providers: names, strategy: "failover" };
+  }
+
+  /**
+   * The providers to try for a message to `target`, in order; with `avoid` (the provider of the
+   * attempt before), another provider of the route goes first when one is available.
+   */
+  plan(channel: Channel, target: Target, avoid?: string): Plan {
+    const route = this.routeFor(channel, target);
+    const known = route.providers.filter((n) => this.byName.has(n));
+    let order = orderProviders(
+      {
+        ...route,
+        providers: known,
+        weights: route.weights?.filter((_, i) => this.byName.has(route.providers[i] ?? "")),
+      },
+      {
+        country: target.country,
+        specs: this.specs,
+        figures: this.figures.get(`${channel} ${route.destination}`),
+        minSends: this.o.config.ROUTE_MIN_SENDS,
+        exploreShare: this.o.config.ROUTE_EXPLORE_SHARE,
+        random: this.random,
+      },
+    );
+    if (avoid !== undefined && order.some((n) => n !== avoid && this.isAvailable(n))) {
+      order = [...order.filter((n) => n !== avoid), ...order.filter((n) => n === avoid)];
+    }
+    return {
+      channel,
+      route: route.destination,
+      country: target.country,
+      providers: order.map((n) => this.byName.get(n) as DeliveryProvider),
+    };
+  }
+
+  /** Whether `name` may be tried now: its bind is up (SMPP) and its circuit lets it. */
+  isAvailable(name: string): boolean {
+    const p = this.byName.get(name);
+    return p !== undefined && p.available?.() !== false && this.circuits.get(name)?.isAvailable() !== false;
+  }
+
+  /** Takes a place to send through `p` now (a half-open circuit gives one); false: skip it. */
+  take(p: DeliveryProvider): boolean {
+    if (p.available?.() === false) return false;
+    return this.circuits.get(p.spec.name)?.take() ?? true;
+  }
+
+  /** The outcome of one submit tried: the circuit, the metric and the counters. Never throws. */
+  submitted(p: DeliveryProvider, plan: Plan, accepted: boolean, counted = true): void {
+    const circuit = this.circuits.get(p.spec.name);
+    if (accepted) circuit?.succeeded();
+    else circuit?.failed();
+    this.o.metrics?.deliverySent(plan.channel, p.spec.name, plan.country);
+    // A session's code: its conversion is not followed, so it would only lower the figures.
+    if (!counted) return;
+    const cost = Math.round((p.spec.cost[plan.country] ?? p.spec.cost.default ?? 0) * 1_000_000);
+    this.count(
+      { channel: plan.channel, provider: p.spec.name, country: plan.country, route: plan.route },
+      accepted ? { sent: 1, accepted: 1, cost } : { sent: 1 },
+      accepted ? { s: 1, a: 1 } : { s: 1 },
+    );
+  }
+
+  /** A code checked right: counted for the provider and route that carried it (`carried`: `<provider> <route>`). */
+  verified(channel: Channel, carried: string, e164: string): void {
+    const [provider = "", route = "default"] = carried.split(" ");
+    if (!this.byName.has(provider)) return;
+    const country = parseE164(e164)?.countryCode ?? "";
+    this.o.metrics?.deliveryVerified(channel, provider, country);
+    this.count({ channel, provider, country, route }, { verified: 1 }, { v: 1 });
+  }
+
+  /**
+   * A delivery report of `provider` (an SMPP receipt, an http provider's report): counted by status;
+   * an undelivered or rejected message no longer counts in the cost.
+   */
+  reported(channel: Channel, provider: string, country: string, route: string, state: DeliveryState): void {
+    const status = REPORT_STATUS[state];
+    const p = this.provider(provider);
+    if (status === undefined || p === undefined) return;
+    this.o.metrics?.deliveryReport(channel, p.spec.name, country, status);
+    const cost =
+      status === "delivered"
+        ? 0
+        : -Math.round((p.spec.cost[country] ?? p.spec.cost.default ?? 0) * 1_000_000);
+    this.count({ channel, provider: p.spec.name, country, route }, { [status]: 1, cost });
+  }
+
+  /** Adds to the delivery counters in the background (a lost count is logged, never thrown). */
+  count(
+    at: Place,
+    hourly: Parameters<DeliveryStats["add"]>[1],
+    conversion: Parameters<DeliveryStats["add"]>[2] = {},
+  ): void {
+    this.o.stats.add(at, hourly, conversion).catch((err: unknown) => {
+      this.o.log.warn("delivery counters not written", { provider: at.provider, error: errorMessage(err) });
+    });
+  }
+
+  /** Reads the routes and the `conversion` figures now (what the background does every REFRESH_MS). */
+  async refresh(): Promise<void> {
+    this.refreshing ??= this.read().finally(() => {
+      this.refreshing = undefined;
+    });
+    return this.refreshing;
+  }
+
+  private async read(): Promise<void> {
+    this.routes = await this.o.store.list();
+    const reads = this.routes
+      .filter((r) => r.strategy === "conversion")
+      .map(async (r) => {
+        this.figures.set(
+          `${r.channel} ${r.destination}`,
+          await this.o.stats.figures(r.channel, r.destination),
+        );
+      });
+    await Promise.all(reads);
+    for (const p of this.providers) this.report(p);
+  }
+
+  private report(p: DeliveryProvider): void {
+    const open = this.circuits.get(p.spec.name)?.isOpen() === true;
+    this.o.metrics?.providerAvailable(p.spec.channel, p.spec.name, !open && p.available?.() !== false);
+  }
+
+  /** Reads everything once (throws when Redis does not answer), then every REFRESH_MS in the background. */
+  async start(): Promise<void> {
+    await this.refresh();
+    const tick = () => {
+      if (this.stopped) return;
+      this.timer = setTimeout(() => {
+        this.refresh()
+          .catch((err: unknown) => {
+            this.o.log.warn("routes not read again; the last ones stay", { error: errorMessage(err) });
+          })
+          .finally(tick);
+      }, REFRESH_MS);
+      this.timer.unref();
+    };
+    tick();
+  }
+
+  /** Listens for route changes on `subscriber`, reading them at once. */
+  async watch(subscriber: RedisClient, channel: string): Promise<() => Promise<void>> {
+    const onMessage = (c: string) => {
+      if (c === channel) void this.refresh().catch(() => undefined);
+    };
+    subscriber.on("message", onMessage);
+    await subscriber.subscribe(channel);
+    return async () => {
+      subscriber.off("message", onMessage);
+      await subscriber.unsubscribe(channel).catch(() => undefined);
+    };
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}

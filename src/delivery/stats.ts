@@ -1,0 +1,145 @@
+import type { RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
+import type { DeliveryKeys } from "./keys.js";
+
+const count = defineScript({
+  file: new URL("./count.lua", import.meta.url),
+  keys: ["counts"],
+  argv: ["f"],
+});
+
+/** The counts of one provider at one destination, as insights print them (docs/routing.md#insights). */
+export const COUNTS = [
+  "sent",
+  "accepted",
+  "delivered",
+  "undelivered",
+  "rejected",
+  "verified",
+  "cost",
+] as const;
+export type CountName = (typeof COUNTS)[number];
+
+/** Where a message went: its channel, provider, destination country and the route destination that chose it. */
+export interface Place {
+  channel: string;
+  provider: string;
+  country: string;
+  /** The destination of the route that chose the provider (`default` without a route). */
+  route: string;
+}
+
+/** What the `conversion` strategy reads of one provider at one destination over the window. */
+export interface Figures {
+  /** Submits tried. */
+  sent: number;
+  accepted: number;
+  verified: number;
+}
+
+/** The conversion window is counted in this many slices (one more is read: the current one). */
+export const SLICES = 12;
+
+/**
+ * The delivery counters in Redis: hourly ones for insights (kept DELIVERY_STATS_RETENTION_DAYS),
+ * and slices of ROUTE_WINDOW_SECONDS for the `conversion` strategy. Writes are not awaited by a
+ * send: a lost count costs a figure, never a message.
+ */
+export class DeliveryStats {
+  private readonly sliceMs: number;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: DeliveryKeys,
+    private readonly o: { windowSeconds: number; retentionDays: number; now?: () => number },
+  ) {
+    this.sliceMs = Math.max(1, Math.floor((o.windowSeconds * 1000) / SLICES));
+  }
+
+  private now(): number {
+    return (this.o.now ?? Date.now)();
+  }
+
+  /** Adds to the hourly counts of `at`, and to its conversion slice the `s`, `a` and `v` given. */
+  async add(
+    at: Place,
+    hourly: Partial<Record<CountName, number>>,
+    conversion: Partial<Record<"s" | "a" | "v", number>>,
+  ): Promise<void> {
+    const t = this.now();
+    const writes: Promise<unknown>[] = [];
+    const add: (string | number)[] = [];
+    const prefix = `${at.provider} ${at.country} ${at.route} `;
+    for (const [name, by] of Object.entries(hourly))
+      if (Number.isFinite(by) && by !== 0) add.push(prefix + name, by);
+    if (add.length > 0) {
+      const key = this.keys.hourly(at.channel, Math.floor(t / 3_600_000));
+      writes.push(
+        count.run(
+          this.redis,
+          { counts: key },
+          { f: JSON.stringify({ ttl: this.o.retentionDays * 86_400, add }) },
+        ),
+      );
+    }
+    const conv: (string | number)[] = [];
+    for (const [name, by] of Object.entries(conversion))
+      if (Number.isFinite(by) && by !== 0) conv.push(`${at.provider} ${name}`, by);
+    if (conv.length > 0) {
+      const key = this.keys.conversion(at.channel, at.route, Math.floor(t / this.sliceMs));
+      const ttl = Math.ceil((this.sliceMs * (SLICES + 2)) / 1000);
+      writes.push(count.run(this.redis, { counts: key }, { f: JSON.stringify({ ttl, add: conv }) }));
+    }
+    await Promise.all(writes);
+  }
+
+  /** Each provider's figures at a route destination over the window (the current slice included). */
+  async figures(channel: string, route: string): Promise<Map<string, Figures>> {
+    const current = Math.floor(this.now() / this.sliceMs);
+    const reads: Promise<Record<string, string>>[] = [];
+    for (let s = current - SLICES; s <= current; s++) {
+      reads.push(this.redis.hgetall(this.keys.conversion(channel, route, s)));
+    }
+    const figures = new Map<string, Figures>();
+    for (const slice of await Promise.all(reads)) {
+      for (const [field, value] of Object.entries(slice)) {
+        const [provider = "", name] = field.split(" ");
+        const f = figures.get(provider) ?? { sent: 0, accepted: 0, verified: 0 };
+        const n = Number(value);
+        if (name === "s") f.sent += n;
+        else if (name === "a") f.accepted += n;
+        else if (name === "v") f.verified += n;
+        figures.set(provider, f);
+      }
+    }
+    return figures;
+  }
+
+  /** The hourly counts of `channel` from `sinceMs` to `untilMs`: one row per provider, country and route destination. */
+  async hourly(channel: string, sinceMs: number, untilMs: number): Promise<HourlyRow[]> {
+    const reads: Promise<Record<string, string>>[] = [];
+    // Hours older than the retention hold nothing: they are not read.
+    const kept = this.now() - (this.o.retentionDays + 1) * 86_400_000;
+    for (let h = Math.floor(Math.max(sinceMs, kept) / 3_600_000); h <= Math.floor(untilMs / 3_600_000); h++) {
+      reads.push(this.redis.hgetall(this.keys.hourly(channel, h)));
+    }
+    const rows = new Map<string, HourlyRow>();
+    for (const hour of await Promise.all(reads)) {
+      for (const [field, value] of Object.entries(hour)) {
+        const [provider = "", country = "", route = "", name = ""] = field.split(" ");
+        if (!(COUNTS as readonly string[]).includes(name)) continue;
+        const id = `${provider} ${country} ${route}`;
+        const row = rows.get(id) ?? { provider, country, route, ...zeroCounts() };
+        row[name as CountName] += Number(value);
+        rows.set(id, row);
+      }
+    }
+    return [...rows.values()];
+  }
+}
+
+export type HourlyRow = { provider: string; country: string; route: string } & Record<CountName, number>;
+
+export function zeroCounts(): Record<CountName, number> {
+  return { sent: 0, accepted: 0, delivered: 0, undelivered: 0, rejected: 0, verified: 0, cost: 0 };
+}
