@@ -1,3 +1,4 @@
+import { deliveryProviders } from "./messaging/settings.js";
 import cluster, { type Worker } from "node:cluster";
 import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "./config.js";
@@ -133,8 +134,12 @@ export function runPrimary(config: Config, log: Logger): Promise<number> {
       redis.disconnect();
     };
   }
-  if (config.SMS_PROVIDER === "smpp") {
-    log.info("SMS_PROVIDER=smpp: each worker holds its own SMPP bind", { binds: config.WORKERS });
+  const smpp = deliveryProviders(config).filter((p) => p.kind === "smpp");
+  if (smpp.length > 0) {
+    log.info("each worker holds its own bind to each SMPP provider", {
+      providers: smpp.map((p) => p.name),
+      binds: config.WORKERS * smpp.length,
+    });
   }
 
   const live = () => slots.filter((s) => s.worker !== undefined);
