@@ -28,6 +28,11 @@ export class Circuit {
     return true;
   }
 
+  /** Gives back a place taken for a send that never went out (its call was cut first). */
+  release(): void {
+    this.probing = false;
+  }
+
   succeeded(): void {
     this.failuresInRow = 0;
     this.probing = false;
@@ -40,6 +45,8 @@ export class Circuit {
   failed(): void {
     this.failuresInRow += 1;
     const wasOpen = this.openUntil !== 0;
+    // A send started before the circuit opened, failing late, does not keep it open longer.
+    if (wasOpen && !this.probing) return;
     if (this.probing || this.failuresInRow >= this.o.failures) {
       this.probing = false;
       this.openUntil = this.o.now() + this.o.openMs;

@@ -2,6 +2,7 @@ import type { Module, SharedParts } from "../lifecycle/module.js";
 import type { MessagingModule } from "../messaging/module.js";
 import { DeliveryError, type SmsProvider } from "../messaging/provider.js";
 import { parseE164 } from "../phone/e164.js";
+import { describeNumber } from "../lookup/numbers.js";
 import { bindService } from "../rpc/binding.js";
 import { DeliveryKeys } from "./keys.js";
 import { DeliveryReports, type ReportListener } from "./reports.js";
@@ -77,7 +78,10 @@ export function routedSms(router: Router): SmsProvider {
     longestSendMs: Math.max(0, ...router.providers.map((p) => p.longestSendMs)),
     async send(msg, call) {
       const phone = parseE164(msg.to);
-      const plan = router.plan("sms", { e164: msg.to, country: phone?.countryCode ?? "", network: "" });
+      const facts = phone === undefined ? undefined : await describeNumber(phone);
+      const network =
+        facts === undefined || facts.mcc === "" || facts.mnc === "" ? "" : `${facts.mcc}-${facts.mnc}`;
+      const plan = router.plan("sms", { e164: msg.to, country: phone?.countryCode ?? "", network });
       let last: unknown = new DeliveryError("no provider of the route is available", true);
       for (const p of plan.providers) {
         if (!router.take(p)) continue;
@@ -86,7 +90,11 @@ export function routedSms(router: Router): SmsProvider {
           router.submitted(p, plan, true, false);
           return sent;
         } catch (err) {
-          if (!(err instanceof DeliveryError)) throw err;
+          if (!(err instanceof DeliveryError)) {
+            // Nothing went out (the call was cut first): the place taken is given back.
+            router.release(p);
+            throw err;
+          }
           router.submitted(p, plan, false, false);
           last = err;
         }

@@ -51,9 +51,13 @@ export class Router {
   private readonly specs: Map<string, ProviderSpec>;
   private readonly circuits = new Map<string, Circuit>();
   private readonly figures = new Map<string, Map<string, Figures>>();
+  /** Per `conversion` route, this process's messages and those that explored, since the last reset. */
+  private readonly exploring = new Map<string, { messages: number; explored: number }>();
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private refreshing: Promise<void> | undefined;
+  /** The read asked for while another was under way, made once that one ends. */
+  private again: Promise<void> | undefined;
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -146,6 +150,7 @@ export class Router {
         minSends: this.o.config.ROUTE_MIN_SENDS,
         exploreShare: this.o.config.ROUTE_EXPLORE_SHARE,
         random: this.random,
+        explore: () => this.explores(`${channel} ${route.destination}`),
       },
     );
     if (avoid !== undefined && order.some((n) => n !== avoid && this.isAvailable(n))) {
@@ -159,6 +164,24 @@ export class Router {
     };
   }
 
+  /**
+   * Whether the next message of a `conversion` route explores: whenever the route's explored
+   * messages would otherwise fall below ROUTE_EXPLORE_SHARE of its messages, so that share is a
+   * floor (decisions 9.2), spread evenly over the messages. Counted per process, afresh every 1,000.
+   */
+  private explores(route: string): boolean {
+    const e = this.exploring.get(route) ?? { messages: 0, explored: 0 };
+    if (e.messages >= 1_000) {
+      e.messages = 0;
+      e.explored = 0;
+    }
+    e.messages += 1;
+    const explores = e.explored < this.o.config.ROUTE_EXPLORE_SHARE * e.messages;
+    if (explores) e.explored += 1;
+    this.exploring.set(route, e);
+    return explores;
+  }
+
   /** Whether `name` may be tried now: its bind is up (SMPP) and its circuit lets it. */
   isAvailable(name: string): boolean {
     const p = this.byName.get(name);
@@ -169,6 +192,11 @@ export class Router {
   take(p: DeliveryProvider): boolean {
     if (p.available?.() === false) return false;
     return this.circuits.get(p.spec.name)?.take() ?? true;
+  }
+
+  /** Gives back the place `take` gave for a message that never went out (its call was cut first). */
+  release(p: DeliveryProvider): void {
+    this.circuits.get(p.spec.name)?.release();
   }
 
   /** The outcome of one submit tried: the circuit, the metric and the counters. Never throws. */
@@ -223,12 +251,25 @@ export class Router {
     });
   }
 
-  /** Reads the routes and the `conversion` figures now (what the background does every REFRESH_MS). */
+  /**
+   * Reads the routes and the `conversion` figures now (what the background does every REFRESH_MS).
+   * Asked while a read is under way, it reads once more after it: that read may predate a change
+   * just announced.
+   */
   async refresh(): Promise<void> {
-    this.refreshing ??= this.read().finally(() => {
-      this.refreshing = undefined;
-    });
-    return this.refreshing;
+    if (this.refreshing === undefined) {
+      this.refreshing = this.read().finally(() => {
+        this.refreshing = undefined;
+      });
+      return this.refreshing;
+    }
+    this.again ??= this.refreshing
+      .catch(() => undefined)
+      .then(() => {
+        this.again = undefined;
+        return this.refresh();
+      });
+    return this.again;
   }
 
   private async read(): Promise<void> {
@@ -250,9 +291,16 @@ export class Router {
     this.o.metrics?.providerAvailable(p.spec.channel, p.spec.name, !open && p.available?.() !== false);
   }
 
-  /** Reads everything once (throws when Redis does not answer), then every REFRESH_MS in the background. */
+  /**
+   * Reads everything once, then every REFRESH_MS in the background. When Redis does not answer at
+   * start, messages follow the declared order (no route) until the first read that succeeds.
+   */
   async start(): Promise<void> {
-    await this.refresh();
+    await this.refresh().catch((err: unknown) => {
+      this.o.log.warn("routes not read at start; the declared order until they are", {
+        error: errorMessage(err),
+      });
+    });
     const tick = () => {
       if (this.stopped) return;
       this.timer = setTimeout(() => {

@@ -11,6 +11,11 @@ export interface StrategyInputs {
   minSends: number;
   exploreShare: number;
   random: () => number;
+  /**
+   * Whether this message explores (goes first to another provider than the best), kept by the
+   * caller per route so that the share is a floor; absent: with probability `exploreShare`.
+   */
+  explore?: (() => boolean) | undefined;
 }
 
 /**
@@ -59,7 +64,7 @@ function weightedOrder(names: readonly string[], weights: readonly number[], ran
 
 /**
  * Best conversion first (verified / accepted over the window; one with fewer than `minSends` sends
- * counts as best, so a new provider is measured); with probability `exploreShare`, one of the others
+ * counts as best, so a new provider is measured); when the message explores (see `explore`), one of the others
  * goes first, drawn evenly, so their figures stay fresh.
  */
 function conversionOrder(names: readonly string[], s: StrategyInputs): string[] {
@@ -73,7 +78,9 @@ function conversionOrder(names: readonly string[], s: StrategyInputs): string[] 
     const y = score(b);
     return x === y ? 0 : x > y ? -1 : 1;
   });
-  if (ranked.length < 2 || s.random() >= s.exploreShare) return ranked;
+  if (ranked.length < 2) return ranked;
+  const explores = s.explore === undefined ? s.random() < s.exploreShare : s.explore();
+  if (!explores) return ranked;
   const others = ranked.slice(1);
   const pick = others[Math.min(others.length - 1, Math.floor(s.random() * others.length))] as string;
   return [pick, ...ranked.filter((n) => n !== pick)];

@@ -12,7 +12,7 @@ import type { Plan } from "../delivery/router.js";
 import type { Envelope } from "./model.js";
 import type { Hold, HoldArgs } from "./store.js";
 import type { VerifyDeps } from "./deps.js";
-import { holdSpanMs, outcomeUnknown, settleHold, unavailable } from "./holds.js";
+import { holdSpanMs, outcomeUnknown, settleHold, unavailable, untilDone } from "./holds.js";
 import { compactEvent, type EventContext } from "./row.js";
 
 /** A charged message and the plan of providers it goes through. */
@@ -53,16 +53,15 @@ export async function deliver(
   const auth = hold.id.split(".")[0] ?? "";
   const [, , hooked] = await Promise.all([
     settleHold(store, log, hold, "commit"),
-    store
-      .rememberMessage(
+    // Its receipts find it by this id: a report of it undelivered is refunded (docs/routing.md#undelivered).
+    untilDone(store, log, "message id", { reference: charged.sms.reference }, () =>
+      store.rememberMessage(
         provider.spec.name,
         providerId,
         { customer: hold.customer, auth, attempt, route: plan.route },
         deps.config.SMS_RECEIPT_RETENTION_SECONDS,
-      )
-      .catch((err: unknown) => {
-        log.warn("message id not remembered", { error: String(err) });
-      }),
+      ),
+    ),
     afterSent(deps, hold.customer, auth, sent, compactEvent(sent, ctx), log),
     keepForResend(deps, hold.customer, auth, held.sealed, plan, Date.parse(ctx.expiresAt), log),
   ]);
@@ -93,7 +92,10 @@ async function submit(
       const until = Date.now() + holdSpanMs(deps.config, provider);
       // Not moved (a recovery has it, or Redis did not answer): the hold is left to the recovery.
       const moved = await store.moveHold(hold, deadline, until, name, plan.route).catch(() => false);
-      if (!moved) throw unavailable("the message is being recovered; it is charged only if it was accepted");
+      if (!moved) {
+        router.release(provider);
+        throw unavailable("the message is being recovered; it is charged only if it was accepted");
+      }
       log.info("message moved to the next provider", { from: holder, to: name, reference: sms.reference });
       holder = name;
       deadline = until;
@@ -105,6 +107,7 @@ async function submit(
     } catch (err) {
       if (err instanceof RingfenceError) {
         // Nothing went out: the caller stopped waiting, or the service is stopping.
+        router.release(provider);
         await settleHold(store, log, hold, "release");
         throw err;
       }
@@ -117,10 +120,12 @@ async function submit(
       });
     }
   }
-  if (unknown) {
-    // The provider the hold names may have taken it: the recovery asks it again.
+  if (unknown && router.providers.length < 2) {
+    // The only provider may have taken it: the recovery asks it again, as it did before routes.
     throw unavailable("the provider did not answer; the message is charged only if it was accepted");
   }
+  // With several providers a submit that timed out is given up, the last one too: the hold is
+  // released and nothing is charged (docs/routing.md#availability).
   log.error("sms not accepted by any provider", { route: plan.route, reference: sms.reference });
   return undefined;
 }

@@ -374,21 +374,21 @@ export class VerifyEngine {
       log.warn("delivery receipt for an unknown message", { providerId: receipt.providerId });
       return;
     }
-    // An expired authentication has nothing left to record against; a repeated report changes nothing.
-    const [known, fresh] = await Promise.all([
-      store.receiptFacts(owner.customer, owner.auth),
-      store.reportOnce(owner.customer, owner.auth, owner, receipt.state),
-    ]);
-    if (known === undefined || !fresh) return;
-    const phone = parseE164(known.phone);
-    if (phone === undefined) return;
+    // An expired authentication has nothing left to record against.
+    const known = await store.receiptFacts(owner.customer, owner.auth);
+    const phone = known === undefined ? undefined : parseE164(known.phone);
+    if (known === undefined || phone === undefined) return;
+    // Refunded (and re-sent) first, itself once however often it is reported: a report answered
+    // with an error comes again, and finds the refund still to do.
+    if (UNDELIVERED.has(receipt.state)) await afterUndelivered(this.deps, provider, owner, phone, this.now());
+    // A repeated report changes nothing more.
+    if (!(await store.reportOnce(owner.customer, owner.auth, owner, receipt.state))) return;
     const facts = await this.facts(known.api, owner.auth, phone, known.correlationId, known.priceMicros);
     this.deps.router.reported("sms", provider, phone.countryCode, owner.route ?? "default", receipt.state);
     const event = EVENT_SHAPES[known.api].receipt(facts, owner.attempt, receipt);
     const compact = compactEvent(event, eventContext(facts, ""));
     const { hooked } = await store.appendEvent(owner.customer, owner.auth, event, compact);
     if (hooked) await kick(this.deps, store.authKeys(owner.customer, owner.auth).events, this.deps.log);
-    if (UNDELIVERED.has(receipt.state)) await afterUndelivered(this.deps, provider, owner, phone, this.now());
   }
 }
 

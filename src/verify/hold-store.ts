@@ -261,8 +261,14 @@ export class HoldStore {
   }
 
   /** Charges an accepted re-send the price its undelivered message was refunded. */
-  async chargeResend(customer: string, auth: string, price: number, now: number): Promise<void> {
-    await scripts.chargeResend.run(this.redis, this.moneyKeys(customer, auth, now), { price });
+  async chargeResend(
+    customer: string,
+    auth: string,
+    attempt: number,
+    price: number,
+    now: number,
+  ): Promise<void> {
+    await scripts.chargeResend.run(this.redis, this.moneyKeys(customer, auth, now), { attempt, price });
   }
 
   private moneyKeys(

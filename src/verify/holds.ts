@@ -12,7 +12,7 @@ import type { Hold, HoldArgs, VerifyStore } from "./store.js";
 /** What holds read of the settings (the provider says its longest send itself). */
 export type HoldSettings = Pick<
   VerifyConfig,
-  "SMS_HOLD_MARGIN_MS" | "SMS_HOLD_RECOVERY_INTERVAL_MS" | "SMS_RECEIPT_RETENTION_SECONDS"
+  "SMS_HOLD_MARGIN_MS" | "SMS_HOLD_RECOVERY_INTERVAL_MS" | "SMS_RECEIPT_RETENTION_SECONDS" | "OTP_TTL_SECONDS"
 >;
 
 /**
@@ -55,15 +55,32 @@ export async function settleHold(
   outcome: "commit" | "release",
   unclaimed?: Pick<HoldArgs, "sealed" | "deadline">,
 ): Promise<void> {
+  await untilDone(store, log, "hold", { hold: hold.id, outcome }, async () => {
+    await store.resolveHold(hold, outcome, unclaimed);
+  });
+}
+
+/**
+ * Runs `write` now; when Redis does not answer, keeps trying in the background (doubling the wait
+ * up to 30 s) until it lands or the connection is closed for good. `write` must be idempotent.
+ * Never throws.
+ */
+export async function untilDone(
+  store: Pick<VerifyStore, "closed">,
+  log: Logger,
+  what: string,
+  fields: Record<string, unknown>,
+  write: () => Promise<void>,
+): Promise<void> {
   const attempt = async (delay: number): Promise<void> => {
     try {
-      await store.resolveHold(hold, outcome, unclaimed);
+      await write();
     } catch (err) {
       if (store.closed()) {
-        log.warn("hold left to recovery", { hold: hold.id, outcome });
+        log.warn(`${what} not written; Redis is closed`, fields);
         return;
       }
-      log.warn("hold not resolved yet; retrying", { hold: hold.id, outcome, error: errorMessage(err) });
+      log.warn(`${what} not written yet; retrying`, { ...fields, error: errorMessage(err) });
       setTimeout(() => void attempt(Math.min(delay * 2, RETRY_MAX_MS)), delay).unref();
     }
   };
@@ -215,15 +232,19 @@ export class HoldRecovery {
       const { providerId } = await provider.send(sms);
       const done = await store.resolveHold(hold, "commit");
       log.info("held message accepted on re-send; charged", { hold: id, owner: hold.owner });
-      const [auth, attempt] = id.split(".");
-      await store
-        .rememberMessage(
-          provider.name,
-          providerId,
-          { customer, auth: auth ?? "", attempt: Number(attempt), route: hold.route ?? "default" },
-          this.o.config.SMS_RECEIPT_RETENTION_SECONDS,
-        )
-        .catch(() => undefined);
+      const [auth = "", attempt] = id.split(".");
+      const ref = { customer, auth, attempt: Number(attempt), route: hold.route ?? "default" };
+      await Promise.all([
+        untilDone(store, log, "message id", { hold: id }, () =>
+          store.rememberMessage(provider.name, providerId, ref, this.o.config.SMS_RECEIPT_RETENTION_SECONDS),
+        ),
+        // Kept for one re-send should it be reported undelivered, at most for a code's life.
+        this.o.sms.providers.length > 1
+          ? store
+              .keepForResend(customer, auth, hold.sealed, this.now() + this.o.config.OTP_TTL_SECONDS * 1000)
+              .catch(() => undefined)
+          : undefined,
+      ]);
       return done;
     } catch (err) {
       // Only a lasting refusal of the same reference says the first send was not accepted either;

@@ -90,7 +90,7 @@ export const reportOnce = defineScript({
 export const chargeResend = defineScript({
   file: file("charge-resend"),
   keys: ["auth", "account", "spend"],
-  argv: ["price"],
+  argv: ["attempt", "price"],
 });
 
 export const holdIndex = defineScript({

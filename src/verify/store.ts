@@ -315,8 +315,8 @@ export class VerifyStore extends HoldStore {
         ...[provider, ...formerNames].map((name) => this.keys.messageRef(name, providerId)),
         this.keys.legacyMessageRef(providerId),
       )
-    ).find((v) => v !== null && v !== undefined);
-    return found === null || found === undefined ? undefined : decodeMessageRef(found);
+    ).find((v): v is string => typeof v === "string");
+    return found === undefined ? undefined : decodeMessageRef(found);
   }
 
   /**

@@ -7,6 +7,7 @@ import type { DeliveryState, OutgoingSms } from "../messaging/provider.js";
 import type { ParsedNumber } from "../phone/e164.js";
 import type { MessageRef } from "./row.js";
 import type { VerifyDeps } from "./deps.js";
+import { untilDone } from "./holds.js";
 
 /** The delivery states a refund follows (an SMPP `UNDELIV` is `failed`). */
 export const UNDELIVERED: ReadonlySet<DeliveryState> = new Set(["failed", "expired", "rejected"]);
@@ -42,27 +43,36 @@ export async function afterUndelivered(
   const resend = { ...sms, reference: `${sms.reference}r` };
   for (const p of plan.providers) {
     if (p.spec.name === router.provider(provider)?.spec.name || !router.take(p)) continue;
+    let providerId: string;
     try {
-      const { providerId } = await p.send(resend);
-      router.submitted(p, plan, true);
-      await Promise.all([
-        store.chargeResend(owner.customer, owner.auth, r.price, now),
-        store.rememberMessage(
-          p.spec.name,
-          providerId,
-          { ...owner, route: plan.route, resend: true },
-          deps.config.SMS_RECEIPT_RETENTION_SECONDS,
-        ),
-      ]);
-      log.info("undelivered message re-sent", { from: provider, to: p.spec.name, attempt: owner.attempt });
-      return;
+      ({ providerId } = await p.send(resend));
     } catch (err) {
       router.submitted(p, plan, false);
       log.warn("undelivered message not re-sent by this provider", {
         provider: p.spec.name,
         error: errorMessage(err),
       });
+      continue;
     }
+    router.submitted(p, plan, true);
+    // Accepted: charged once (the script notes it), and its id kept for its own reports, however
+    // long Redis takes to answer.
+    const fields = { reference: resend.reference };
+    await Promise.all([
+      untilDone(store, log, "re-send charge", fields, () =>
+        store.chargeResend(owner.customer, owner.auth, owner.attempt, r.price, now),
+      ),
+      untilDone(store, log, "message id", fields, () =>
+        store.rememberMessage(
+          p.spec.name,
+          providerId,
+          { ...owner, route: plan.route, resend: true },
+          deps.config.SMS_RECEIPT_RETENTION_SECONDS,
+        ),
+      ),
+    ]);
+    log.info("undelivered message re-sent", { from: provider, to: p.spec.name, attempt: owner.attempt });
+    return;
   }
   log.warn("undelivered message not re-sent: no other provider took it", {
     provider,

@@ -1,13 +1,20 @@
 import { expect } from "chai";
 import { LookupServiceClient } from "../../src/gen/ringfence/lookup/v1/lookup_service.js";
-import { startRedisCluster, type RedisCluster } from "../support/redis.js";
+import { startRedisCluster, waitFor, type RedisCluster } from "../support/redis.js";
 import { cliEnv, insecure, metadata, runCli, startTestApp, unary, type TestApp } from "../support/app.js";
 import { SmsReceiver } from "../support/receivers.js";
 import { HoldRecovery } from "../../src/verify/holds.js";
 import { createSmsProvider } from "../../src/messaging/sms.js";
+import { soleProvider } from "../support/providers.js";
 import { silentLogger } from "../../src/log.js";
 import { basicAuth, rest, type Json } from "../support/rest.js";
 import { FraudPolicy } from "../../src/fraud/policy.js";
+import { fundedAccount, postSend } from "../support/v1.js";
+import { SmsPeer } from "../support/sms-peer.js";
+import { routedRecovery } from "../support/routed-recovery.js";
+import { DeliveryKeys } from "../../src/delivery/keys.js";
+import { RouteStore, type Route } from "../../src/delivery/routes.js";
+import { DeliveryStats, type HourlyRow } from "../../src/delivery/stats.js";
 
 describe("on a Redis Cluster", () => {
   let cluster: RedisCluster;
@@ -81,7 +88,7 @@ describe("on a Redis Cluster", () => {
     const recovery = new HoldRecovery({
       config: app.config,
       store,
-      sms: createSmsProvider(app.config, silentLogger),
+      sms: soleProvider(createSmsProvider(app.config, silentLogger)),
       secrets: app.registry.secrets,
       log: silentLogger,
     });
@@ -310,5 +317,182 @@ describe("on a Redis Cluster", () => {
     client.close();
     expect(err).to.equal(null);
     expect(answer).to.include({ countryCode: "US", temporaryPhoneNumber: true });
+  });
+
+  describe("with two delivery providers", () => {
+    let routed: TestApp;
+    const peers: Record<"alpha" | "beta", SmsPeer> = {} as never;
+    let entries: { name: string; url: string; timeout_ms: number }[];
+    let customer: { uuid: string; apiKey: string };
+    let routes: RouteStore;
+    let next = 70_000_000;
+    /** A French mobile number of a range no prefix route below matches; `+34` for a Spanish one. */
+    const fresh = (cc = "+336") => `${cc}${String((next += 1))}`;
+
+    before(async function () {
+      this.timeout(30_000);
+      peers.alpha = await SmsPeer.start();
+      peers.beta = await SmsPeer.start();
+      entries = [
+        { name: "alpha", url: peers.alpha.url, timeout_ms: 300 },
+        { name: "beta", url: peers.beta.url, timeout_ms: 2_000 },
+      ];
+      routed = await startTestApp({
+        REDIS_CLUSTER_NODES: cluster.nodes,
+        DELIVERY_PROVIDERS: JSON.stringify(entries),
+        // The circuits stay closed whatever the tests make a provider answer; recovery runs when they say.
+        PROVIDER_CIRCUIT_FAILURES: "1000",
+        SMS_HOLD_RECOVERY_INTERVAL_MS: "0",
+      });
+      const { account, apiKey } = await fundedAccount(routed.registry.accounts, "Cluster routes");
+      customer = { uuid: account.customerUuid, apiKey };
+      routes = new RouteStore(routed.registry.redis, new DeliveryKeys(routed.registry.keys));
+    });
+    after(async () => {
+      await routed.stop();
+      await Promise.all([peers.alpha.close(), peers.beta.close()]);
+    });
+    beforeEach(() => {
+      for (const p of Object.values(peers)) p.answer = () => 200;
+    });
+
+    const send = (phone: string) =>
+      postSend(routed.baseUrl, customer.apiKey, { customer_uuid: customer.uuid, phone_number: phone });
+    /** Which providers were posted a message to `phone`, in the order they were tried. */
+    const tried = (phone: string) =>
+      (["alpha", "beta"] as const).filter((n) => peers[n].to(phone).length > 0);
+    const carrier = async (phone: string) => {
+      expect((await send(phone)).status).to.equal(200);
+      return tried(phone).at(-1);
+    };
+    const balance = async () => (await routed.registry.accounts.get(customer.uuid))?.balanceMicros ?? 0;
+    const stats = (now?: () => number) =>
+      new DeliveryStats(routed.registry.redis, new DeliveryKeys(routed.registry.keys), {
+        windowSeconds: routed.config.ROUTE_WINDOW_SECONDS,
+        retentionDays: routed.config.DELIVERY_STATS_RETENTION_DAYS,
+        ...(now === undefined ? {} : { now }),
+      });
+
+    it("keeps routes on the cluster, and every send follows the one in force", async () => {
+      const sms = { channel: "sms" } as const;
+      const france: Route = { ...sms, destination: "FR", providers: ["beta", "alpha"], strategy: "failover" };
+      const prefix: Route = {
+        ...sms,
+        destination: "+3361",
+        providers: ["alpha", "beta"],
+        strategy: "weighted",
+        weights: [70, 30],
+      };
+      await routes.set(france);
+      await routes.set(prefix);
+      expect(await routes.list()).to.deep.equal([prefix, france]);
+      // Announced on the cluster, else read again within a second: France goes to beta first.
+      await waitFor(async () => (await carrier(fresh())) === "beta", 3_000);
+      expect(await carrier(fresh())).to.equal("beta");
+      expect(await carrier(fresh("+346"))).to.equal("alpha");
+      expect(await routes.remove("sms", "FR")).to.equal(true);
+      expect(await routes.remove("sms", "FR")).to.equal(false);
+      expect(await routes.list()).to.deep.equal([prefix]);
+      expect(await routes.remove("sms", "+3361")).to.equal(true);
+      expect(await routes.list()).to.deep.equal([]);
+      await waitFor(async () => (await carrier(fresh())) === "alpha", 3_000);
+    });
+
+    it("writes per-provider delivery counters on the cluster and reads them back by hour and by window", async () => {
+      // A fixed hour, so that the counts of one hour stay in one key; hours are keys on other slots.
+      const t = Date.UTC(2031, 0, 1, 12, 30);
+      let clock = t - 2 * 3_600_000;
+      const s = stats(() => clock);
+      const at = { channel: "sms", country: "FR", route: "FR" };
+      await s.add({ ...at, provider: "alpha" }, { sent: 2, accepted: 1, cost: 40_000 }, { s: 2, a: 1 });
+      clock = t;
+      await s.add({ ...at, provider: "alpha" }, { verified: 1 }, { v: 1 });
+      await s.add({ ...at, provider: "beta" }, { sent: 1, accepted: 1, delivered: 1 }, { s: 1, a: 1 });
+      const zero = { sent: 0, accepted: 0, delivered: 0, undelivered: 0, rejected: 0, verified: 0, cost: 0 };
+      const rows = (since: number) =>
+        s.hourly("sms", since, t).then((r) => r.sort((a, b) => a.provider.localeCompare(b.provider)));
+      const place = { country: "FR", route: "FR" };
+      expect(await rows(t - 2 * 3_600_000)).to.deep.equal([
+        { provider: "alpha", ...place, ...zero, sent: 2, accepted: 1, cost: 40_000, verified: 1 },
+        { provider: "beta", ...place, ...zero, sent: 1, accepted: 1, delivered: 1 },
+      ] satisfies HourlyRow[]);
+      expect(await rows(t)).to.deep.equal([
+        { provider: "alpha", ...place, ...zero, verified: 1 },
+        { provider: "beta", ...place, ...zero, sent: 1, accepted: 1, delivered: 1 },
+      ] satisfies HourlyRow[]);
+      // The conversion window (ROUTE_WINDOW_SECONDS, an hour) leaves out what is two hours old.
+      expect(Object.fromEntries(await s.figures("sms", "FR"))).to.deep.equal({
+        alpha: { sent: 0, accepted: 0, verified: 1 },
+        beta: { sent: 1, accepted: 1, verified: 0 },
+      });
+      const hour = new DeliveryKeys(routed.registry.keys).hourly("sms", Math.floor(t / 3_600_000));
+      const retention = routed.config.DELIVERY_STATS_RETENTION_DAYS * 86_400;
+      expect(await routed.registry.redis.ttl(hour)).to.be.within(1, retention);
+    });
+
+    it("counts a right code as verified for the provider that carried it, after a failover", async () => {
+      // Per provider: this hour's sent, accepted and verified, then the same over the conversion window.
+      const counts = async () => {
+        const rows = await stats().hourly("sms", Date.now() - 3_600_000, Date.now() + 3_600_000);
+        const window = await stats().figures("sms", "default");
+        return (["alpha", "beta"] as const).map((p) => {
+          const h = rows.find((r) => r.provider === p && r.country === "ES" && r.route === "default");
+          const w = window.get(p);
+          return [h?.sent, h?.accepted, h?.verified, w?.sent, w?.accepted, w?.verified].map((n) => n ?? 0);
+        });
+      };
+      const before = await counts();
+      const phone = fresh("+346");
+      peers.alpha.answer = () => 503;
+      const sent = await send(phone);
+      expect(sent.status, sent.text).to.equal(200);
+      expect(tried(phone)).to.deep.equal(["alpha", "beta"]);
+      const [message] = peers.beta.to(phone);
+      const checked = await rest(routed.baseUrl).post(
+        "/v1/check",
+        {
+          customer_uuid: customer.uuid,
+          authentication_uuid: sent.body.authentication_uuid,
+          check_code: message === undefined ? "" : SmsReceiver.code(message),
+        },
+        { "x-api-key": customer.apiKey },
+      );
+      expect(checked.body.status).to.equal("valid");
+      const plus = (was: number[] | undefined, by: number[]) => by.map((n, j) => n + (was?.[j] ?? 0));
+      // alpha: one more sent; beta: one more sent, accepted and verified, this hour and in the window.
+      const expected = [plus(before[0], [1, 0, 0, 1, 0, 0]), plus(before[1], [1, 1, 1, 1, 1, 1])];
+      // The counters are written in the background, the verified one last.
+      await waitFor(async () => (await counts())[1]?.[2] === expected[1]?.[2]).catch(() => undefined);
+      expect(await counts()).to.deep.equal(expected);
+    });
+
+    it("moves a charged message's hold to the next provider, and recovers it through that one", async () => {
+      const phone = fresh("+346");
+      const start = await balance();
+      peers.alpha.answer = () => 503;
+      peers.beta.answer = () => "hang";
+      // The call hangs at beta as a service that died mid-call would leave it (a submit that times
+      // out while the service lives is given up: docs/routing.md#availability).
+      const hanging = send(phone);
+      const { verify, redis } = routed.registry;
+      const held = async () => (await redis.zrange(verify.holdsKey(customer.uuid), "0", "-1"))[0] ?? "";
+      await waitFor(async () => peers.beta.count(await held()) === 1);
+      const reference = await held();
+      expect(await redis.hget(verify.holdKey(customer.uuid, reference), "provider")).to.equal("beta");
+      const price = start - (await balance());
+      expect(price).to.be.greaterThan(0);
+      // alpha answers now too: the recovery asks beta, which the hold names, again.
+      peers.alpha.answer = () => 200;
+      peers.beta.answer = () => 200;
+      expect(await routedRecovery(routed, entries, 60_000).sweep()).to.equal(1);
+      expect([peers.alpha.count(reference), peers.beta.count(reference)]).to.deep.equal([1, 2]);
+      expect(await balance()).to.equal(start - price);
+      expect(await redis.zcard(verify.holdsKey(customer.uuid))).to.equal(0);
+      const owner = await verify.messageOwner("beta", reference);
+      expect(owner).to.include({ customer: customer.uuid, attempt: 1 });
+      // The owner's call, answered once beta's timeout passes, changes nothing of the resolved hold.
+      await hanging;
+      expect(await balance()).to.equal(start - price);
+    });
   });
 });
