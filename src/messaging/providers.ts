@@ -95,7 +95,19 @@ function parseEntry(entry: unknown, i: number): ProviderSpec {
   if (token !== undefined && kind !== "http") {
     throw new Error(`${at("status_token", name)} is for http providers (SMPP reports come on the bind)`);
   }
-  return { name, channel: "sms", kind, url, cost, timeoutMs, statusToken: token };
+  // An entry named `default` takes over from SMS_PROVIDER: the message ids that one stored under
+  // its protocol's name before providers had names are still found.
+  const formerNames = name === "default" ? [kind] : undefined;
+  return {
+    name,
+    channel: "sms",
+    kind,
+    url,
+    cost,
+    timeoutMs,
+    statusToken: token,
+    ...(formerNames && { formerNames }),
+  };
 }
 
 function urlKind(url: string): "smpp" | "http" | undefined {

@@ -202,4 +202,18 @@ describe("DELIVERY_PROVIDERS at start (9.2 rows DELIVERY_PROVIDERS and Back comp
       ["default", "sms", "smpp", SMPP],
     ]);
   });
+
+  it("keeps the older names of message ids for the provider named default, so receipts in flight still match", () => {
+    const old = deliveryProviders(loadConfig({ SMS_PROVIDER: "smpp", SMPP_URL: SMPP }));
+    expect(old.map((p) => p.formerNames)).to.deep.equal([["smpp"]]);
+    const moved = deliveryProviders(
+      loadConfig({
+        DELIVERY_PROVIDERS: JSON.stringify([
+          { name: "default", url: SMPP },
+          { name: "other", url: HTTP },
+        ]),
+      }),
+    );
+    expect(moved.map((p) => p.formerNames)).to.deep.equal([["smpp"], undefined]);
+  });
 });
