@@ -38,7 +38,8 @@ export const messagingSettings = defineSettings(
       text:
         "`log` prints the message (code included) in the service's log; `http` POSTs to `SMS_HTTP_URL`; " +
         "`smpp` submits through `SMPP_URL`.",
-      devOnly: { when: (v) => v === "log", why: LOG_WHY },
+      // DELIVERY_PROVIDERS replaces it: its default then sends nothing.
+      devOnly: { when: (v, all) => v === "log" && all.DELIVERY_PROVIDERS === undefined, why: LOG_WHY },
     }),
     SMS_HTTP_URL: setting({
       schema: httpUrl().optional(),

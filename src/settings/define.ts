@@ -20,8 +20,11 @@ export interface SettingDef<S extends z.ZodType = z.ZodType> {
   url?: true;
   /** It is never quoted, not even in the error that refuses it. */
   secret?: true;
-  /** A development default that weakens security: when the value is one, and why (refused in production). */
-  devOnly?: { when(value: z.output<S>): boolean; why: string };
+  /**
+   * A development default that weakens security: when the value is one (`all`: every setting,
+   * parsed, for one that another makes moot), and why (refused in production).
+   */
+  devOnly?: { when(value: z.output<S>, all: Readonly<Record<string, unknown>>): boolean; why: string };
   /** Unset, the start is refused when `NODE_ENV=production`, for this reason. */
   requiredInProduction?: string;
 }

@@ -53,7 +53,7 @@ export function loadSettings<S extends readonly SettingsSlice<object>[]>(
   }
   const values: Record<string, unknown> = parsed.data;
   const devDefaults = [...defs]
-    .filter(([name, def]) => def.devOnly?.when(values[name]) === true)
+    .filter(([name, def]) => def.devOnly?.when(values[name], values) === true)
     .map(([name]) => name);
 
   const done = new Map<SettingsSlice<object>, object>();

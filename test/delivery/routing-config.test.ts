@@ -216,4 +216,23 @@ describe("DELIVERY_PROVIDERS at start (9.2 rows DELIVERY_PROVIDERS and Back comp
     );
     expect(moved.map((p) => p.formerNames)).to.deep.equal([["smpp"], undefined]);
   });
+
+  it("starts in production with DELIVERY_PROVIDERS alone: SMS_PROVIDER's development default is moot", () => {
+    const production = {
+      NODE_ENV: "production",
+      SECRETS_KEY: Buffer.alloc(32, 7).toString("base64"),
+      ISSUER_URL: "https://auth.example.com",
+      EMAIL_PROVIDER: "http",
+      EMAIL_HTTP_URL: HTTP,
+    };
+    const config = loadConfig({
+      ...production,
+      DELIVERY_PROVIDERS: JSON.stringify([{ name: "a", url: HTTP }]),
+    });
+    expect(config.devDefaults).to.not.include("SMS_PROVIDER");
+    expect(() => loadConfig(production)).to.throw(
+      ConfigError,
+      /invalid SMS_PROVIDER: .*refused when NODE_ENV=production/,
+    );
+  });
 });
