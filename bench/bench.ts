@@ -25,14 +25,28 @@ import {
 import { cpuSecondsOf } from "./cpu.js";
 import { countRedisWork, WARMUP_CALLS } from "./redis-count.js";
 import { RedisRoundTrips } from "./redis-proxy.js";
-import { CELLS, markdown, targetLabel, type Cell, type Report, type Target } from "./report.js";
+import {
+  CELLS,
+  isService,
+  markdown,
+  redisKey,
+  targetLabel,
+  type Cell,
+  type Report,
+  type Target,
+} from "./report.js";
 import {
   benchEnv,
   CHANGED_SETTINGS,
   serverToken,
+  setConversionRoute,
   setUp,
   startProviderStub,
   startService,
+  THREE_PROVIDERS,
+  THREE_PROVIDERS_KEY_PREFIX,
+  THREE_PROVIDERS_ROUTE,
+  threeProvidersEnv,
   type Service,
 } from "./service.js";
 import type { LoadResult } from "./stats.js";
@@ -142,6 +156,41 @@ async function main(): Promise<void> {
     );
   }
   await counted.stop();
+
+  // The three-provider service (the REST send's `three-providers` target): the same service, CLI,
+  // settings, Redis and stub, but DELIVERY_PROVIDERS naming three providers and a `conversion`
+  // route for French numbers, its keys under a prefix of its own (bench/service.ts says why).
+  const threeCells = cells.filter((c) => c.refs.includes("three-providers"));
+  const three = threeCells.length === 0 ? undefined : { env: threeProvidersEnv(env, stub.url), fixture };
+  if (three !== undefined) {
+    say("three providers: set-up, route, and Redis commands and round trips per call");
+    const counted3 = await startService(
+      { ...three.env, REDIS_URL: proxiedUrl },
+      join(workDir, "three-providers-count.log"),
+    );
+    three.fixture = await setUp(three.env, counted3, workDir);
+    await setConversionRoute(three.env);
+    report.meta.threeProviders = `the service as above, started the same way beside it on the same Redis and stub, but DELIVERY_PROVIDERS naming ${THREE_PROVIDERS.map(
+      (p) => `${p.name} (${p.path})`,
+    ).join(
+      ", ",
+    )} in place of SMS_PROVIDER and SMS_HTTP_URL, REDIS_KEY_PREFIX=${THREE_PROVIDERS_KEY_PREFIX} (its own account and route table, set up the same way), and the route \`routes set --destination ${THREE_PROVIDERS_ROUTE} --providers ${THREE_PROVIDERS.map((p) => p.name).join(",")} --strategy conversion\` set with the CLI before any call counted or measured`;
+    for (const cell of threeCells) {
+      // Its authentications are under its own prefix: the checks of the service cannot use them.
+      const count = await countRedisWork(
+        stats,
+        proxy,
+        calls,
+        await sequentialCall(cell, counted3, three.fixture, new CheckPool(), sendFrom),
+      );
+      if (isSend(cell.call)) sendFrom += 2 * calls + WARMUP_CALLS;
+      report.redis[redisKey(cell, "three-providers")] = count;
+      say(
+        `${cell.label}, three providers: ${count.commands} commands, ${count.answerPathRoundTrips} / ${count.roundTrips} round trips, ${count.bytesWritten} bytes written per call`,
+      );
+    }
+    await counted3.stop();
+  }
   await proxy.close();
 
   // Phase 2: load, the service connected straight to Redis, beside the references.
@@ -150,13 +199,20 @@ async function main(): Promise<void> {
     fixture.accessToken = await serverToken(service, fixture.clientId, fixture.clientSecret);
   }
   report.meta.serviceProcesses = service.processes();
+  const threeService =
+    three === undefined ? undefined : await startService(three.env, join(workDir, "three-providers.log"));
   const refs = await startReferences(cells, fixture, workDir, { redisUrl: redis.url, providerUrl: stub.url });
-  const address = (cell: Cell, t: Target) =>
-    t === "ringfence"
+  /** The service a target of ours is. */
+  const serviceOf = (t: Target): Service | undefined =>
+    t === "ringfence" ? service : t === "three-providers" ? threeService : undefined;
+  const address = (cell: Cell, t: Target) => {
+    const ours = serviceOf(t);
+    return ours !== undefined
       ? cell.transport === "rest"
-        ? service.baseUrl
-        : service.grpcAddress
+        ? ours.baseUrl
+        : ours.grpcAddress
       : `${cell.transport === "rest" ? "http://" : ""}127.0.0.1:${refs.get(refKey(cell, t)) ?? 0}`;
+  };
 
   const rates = { send: 300, check: 5_000 };
   /** Sends (not reported) until the pool can take the checks of a run of `s` seconds. */
@@ -187,8 +243,9 @@ async function main(): Promise<void> {
     if (cell.call === "check") await fillPool(s);
     const plan: RestPlan = {
       call: cell.call,
-      fixture,
-      tokenPath: t === "ringfence" ? "/v1/session/oauth/token" : "/token",
+      // The three-provider service has its own account (its keys are under a prefix of their own).
+      fixture: t === "three-providers" ? (three?.fixture ?? fixture) : fixture,
+      tokenPath: isService(t) ? "/v1/session/oauth/token" : "/token",
       sendFrom,
       authUuids: cell.call === "check" ? pool.forChecks() : pool.all(),
     };
@@ -213,7 +270,7 @@ async function main(): Promise<void> {
       // Each round starts with another target, so that none always runs first (or last).
       const order = targets.map((_, i) => targets[(i + round) % targets.length] ?? "ringfence");
       for (const t of order) {
-        const pid = t === "ringfence" ? service.pid : refs.pids.get(refKey(cell, t));
+        const pid = serviceOf(t)?.pid ?? refs.pids.get(refKey(cell, t));
         const before = pid === undefined ? undefined : cpuSecondsOf(pid);
         const redisBefore = cpuSecondsOf(redis.pid());
         const result = await load(cell, t, seconds);
@@ -232,10 +289,16 @@ async function main(): Promise<void> {
     }
   }
 
+  if (three !== undefined) {
+    report.providerMessages = Object.fromEntries(
+      THREE_PROVIDERS.map((p) => [p.name, stub.acceptedAt(p.path)]),
+    );
+  }
   process.stdout.write(markdown(report, cells));
   if (opts.json !== undefined) writeFileSync(opts.json, JSON.stringify(report, null, 2) + "\n");
 
   await Promise.all([...refs.procs].map((p) => stop(p.child)));
+  await threeService?.stop();
   await service.stop();
   stats.disconnect();
   await stub.close();
@@ -362,6 +425,7 @@ async function startReferences(
   });
   for (const cell of cells) {
     for (const t of cell.refs) {
+      if (isService(t)) continue;
       const key = refKey(cell, t);
       const module = modules[key];
       if (module === undefined || ports.has(key)) continue;

@@ -242,15 +242,21 @@ export async function serverToken(service: Service, clientId: string, secret: st
 export interface ProviderStub {
   url: string;
   accepted(): number;
+  /** Messages taken by path (`/sms`, `/email`, each provider's own path of the three-provider service). */
+  acceptedAt(path: string): number;
   close(): Promise<void>;
 }
 
+/** The stub answers 200 on every path: each provider the bench names is given a path of its own. */
 export async function startProviderStub(): Promise<ProviderStub> {
   let accepted = 0;
+  const byPath = new Map<string, number>();
   const server: Server = createServer((req, res) => {
     req.resume();
     req.on("end", () => {
       accepted++;
+      const path = (req.url ?? "").split("?")[0] ?? "";
+      byPath.set(path, (byPath.get(path) ?? 0) + 1);
       res.writeHead(200, { "content-type": "application/json" }).end(`{"id":"stub-${accepted}"}`);
     });
   });
@@ -261,6 +267,7 @@ export async function startProviderStub(): Promise<ProviderStub> {
   return {
     url: `http://127.0.0.1:${port}`,
     accepted: () => accepted,
+    acceptedAt: (path) => byPath.get(path) ?? 0,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
@@ -269,4 +276,59 @@ export async function startProviderStub(): Promise<ProviderStub> {
         });
       }),
   };
+}
+
+/**
+ * The three http providers of the three-provider service (the REST send's `three-providers`
+ * target), each at a path of its own on the stub, with a cost each (the counters add it).
+ */
+export const THREE_PROVIDERS = [
+  { name: "sms-a", path: "/sms-a", cost: { default: 0.04, FR: 0.031 } },
+  { name: "sms-b", path: "/sms-b", cost: { default: 0.035, FR: 0.033 } },
+  { name: "sms-c", path: "/sms-c", cost: { default: 0.045, FR: 0.029 } },
+] as const;
+
+/**
+ * The three-provider service's key prefix. Routes are kept in Redis and every process on its keys
+ * obeys them: a French route naming sms-a, sms-b and sms-c would leave the one-provider service
+ * (whose only provider is `default`) none to send its French codes through. So the three-provider
+ * service keeps its keys (accounts, routes, counters) under a prefix of its own, on the same Redis.
+ */
+export const THREE_PROVIDERS_KEY_PREFIX = "rf3:";
+
+/**
+ * The environment of the three-provider service: the bench's (`benchEnv`), but DELIVERY_PROVIDERS
+ * naming THREE_PROVIDERS at the stub in place of SMS_PROVIDER and SMS_HTTP_URL (the service refuses
+ * DELIVERY_PROVIDERS beside SMS_PROVIDER), and its own REDIS_KEY_PREFIX.
+ */
+export function threeProvidersEnv(env: Record<string, string>, providerUrl: string): Record<string, string> {
+  const out: Record<string, string> = {
+    ...env,
+    REDIS_KEY_PREFIX: THREE_PROVIDERS_KEY_PREFIX,
+    DELIVERY_PROVIDERS: JSON.stringify(
+      THREE_PROVIDERS.map((p) => ({ name: p.name, url: `${providerUrl}${p.path}`, cost: p.cost })),
+    ),
+  };
+  delete out.SMS_PROVIDER;
+  delete out.SMS_HTTP_URL;
+  return out;
+}
+
+/** The destination of the three-provider service's route: the REST send's numbers are French. */
+export const THREE_PROVIDERS_ROUTE = "FR";
+
+/**
+ * Sets the three-provider service's route as an operator would (`ringfence routes set`): French
+ * numbers through the three providers, `conversion`. The CLI announces the change; every process
+ * obeys it within a second (docs/routing.md#routes), so this waits that second and a half more.
+ */
+export async function setConversionRoute(env: Record<string, string>): Promise<Record<string, string>> {
+  const route = await cli(
+    env,
+    ...["routes", "set", "--destination", THREE_PROVIDERS_ROUTE],
+    ...["--providers", THREE_PROVIDERS.map((p) => p.name).join(","), "--strategy", "conversion"],
+  );
+  if (route.strategy !== "conversion") throw new Error(`routes set answered ${JSON.stringify(route)}`);
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  return route;
 }

@@ -1,7 +1,8 @@
 import { execFileSync, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { expect } from "chai";
-import { CELLS, targetLabel } from "../bench/report.js";
+import { CELLS, isService, targetLabel } from "../bench/report.js";
+import { THREE_PROVIDERS } from "../bench/service.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -53,12 +54,19 @@ describe("npm run bench", () => {
       (["ringfence", ...c.refs] as const).map((t) => [c.label, targetLabel(c, t)]),
     );
     expect(rows.map((r) => r.slice(0, 2))).to.deep.equal(expected);
-    for (const [call, target, rps, p50, p99, vsOidc, vsFloor, commands, awaited, all] of rows) {
+    const ours = new Set(
+      CELLS.flatMap((c) =>
+        (["ringfence", ...c.refs] as const).filter(isService).map((t) => `${c.label} / ${targetLabel(c, t)}`),
+      ),
+    );
+    for (const [call, target, rps, p50, p99, vsOidc, vsFloor, commands, awaited, all, bytes] of rows) {
       const where = `${call} / ${target}`;
       for (const n of [rps, p50, p99]) expect(n, where).to.match(NUMBER);
       expect(Number(rps), where).to.be.greaterThan(0);
-      if (target === "ringfence") {
+      // Ours, the three-provider service of the REST send included, has the Redis columns.
+      if (ours.has(where)) {
         for (const n of [commands, awaited, all]) expect(n, where).to.match(/^-?\d+\.\d\d$/);
+        expect(bytes, where).to.match(/^-?\d+$/);
         if (call === "REST token")
           expect([vsOidc, vsFloor], where).to.satisfy((r: string[]) =>
             r.every((x) => /^\d+\.\d\d×$/.test(x)),
@@ -68,6 +76,16 @@ describe("npm run bench", () => {
     }
     expect(stdout).to.include("NODE_ENV=production");
     expect(stdout).to.match(/WORKERS=/);
+    // The REST send with three providers and a conversion route, beside the one with one provider:
+    // its budget of awaited round trips, its CPU per call against the one provider's, and the route
+    // spreading its messages over the three (the route not obeyed, the first would take them all).
+    expect(stdout).to.match(/^- Three providers: .*DELIVERY_PROVIDERS.*--strategy conversion/m);
+    expect(stdout).to.match(
+      /^- REST send, three providers: ≤ 2 Redis round trip\(s\) on the answer path: -?\d+\.\d\d .*, (met|MISSED)$/m,
+    );
+    const spread =
+      /^- Messages the three-provider service gave each provider .*: (.*)$/m.exec(stdout)?.[1] ?? "";
+    for (const p of THREE_PROVIDERS) expect(spread, p.name).to.match(new RegExp(`${p.name} [1-9]\\d*`));
     // What each call cost its server, ours and every reference's, where /proc tells it.
     if (process.platform === "linux") {
       const cpu = stdout.slice(stdout.indexOf("Server CPU per call")).split("\n").slice(1);
@@ -76,6 +94,10 @@ describe("npm run bench", () => {
         for (const target of ["ringfence", ...cell.refs] as const)
           expect(line, cell.label).to.match(new RegExp(`${escape(targetLabel(cell, target))} \\d+ µs`));
       }
+      // One provider or three, in the same rounds.
+      expect(stdout).to.match(
+        /^- REST send CPU per call, three providers \/ one provider ≤ 1\.00×: \d+\.\d{3}× \(\d+ against \d+ µs; \d+ against \d+ req\/s\), (met|MISSED)$/m,
+      );
     }
   });
 
