@@ -1,5 +1,5 @@
 import { errorMessage, type Logger } from "../log.js";
-import type { Channel, DeliveryProvider, ProviderSpec } from "../messaging/providers.js";
+import { CHANNELS, type Channel, type DeliveryProvider, type ProviderSpec } from "../messaging/providers.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { RedisClient } from "../redis/client.js";
 import type { DeliveryState } from "../messaging/provider.js";
@@ -36,6 +36,19 @@ const REPORT_STATUS: Partial<Record<DeliveryState, "delivered" | "undelivered" |
   rejected: "rejected",
 };
 
+/** A route with only the providers this process knows, and its name in figures and exploring. */
+interface CompiledRoute extends Route {
+  key: string;
+}
+
+/** One channel's routes by kind of destination; `fallback`, its `default` route or declared order. */
+interface CompiledTable {
+  prefixes: CompiledRoute[];
+  networks: Map<string, CompiledRoute>;
+  countries: Map<string, CompiledRoute>;
+  fallback: CompiledRoute;
+}
+
 /** How often each process reads the routes and the conversion figures again (besides announcements). */
 export const REFRESH_MS = 1_000;
 
@@ -46,7 +59,8 @@ export const REFRESH_MS = 1_000;
  * a send no Redis round trip.
  */
 export class Router {
-  private routes: Route[] = [];
+  /** The routes of each channel, as sends look them up (read again every REFRESH_MS). */
+  private table = new Map<Channel, CompiledTable>();
   private readonly byName: Map<string, DeliveryProvider>;
   private readonly specs: Map<string, ProviderSpec>;
   private readonly circuits = new Map<string, Circuit>();
@@ -104,30 +118,38 @@ export class Router {
 
   /** The route `target` follows on `channel`: the most specific that matches, else the channel's providers in order. */
   routeFor(channel: Channel, target: Target): Route {
-    let best: Route | undefined;
-    let rank = -1;
-    for (const r of this.routes) {
-      if (r.channel !== channel) continue;
-      const kind = destinationKind(r.destination);
-      // The longest prefix first, then the network, then the country, then `default`.
-      const score =
-        kind === "prefix" && target.e164.startsWith(r.destination)
-          ? 1_000 + r.destination.length
-          : kind === "network" && r.destination === target.network
-            ? 300
-            : kind === "country" && r.destination === target.country
-              ? 200
-              : kind === "default"
-                ? 100
-                : -1;
-      if (score > rank) {
-        best = r;
-        rank = score;
-      }
-    }
-    if (best !== undefined) return best;
+    return this.compiledFor(channel, target);
+  }
+
+  private compiledFor(channel: Channel, target: Target): CompiledRoute {
+    const t = this.table.get(channel) ?? this.compile(channel, []);
+    // The longest prefix first, then the network, then the country, then `default`.
+    for (const r of t.prefixes) if (target.e164.startsWith(r.destination)) return r;
+    return t.networks.get(target.network) ?? t.countries.get(target.country) ?? t.fallback;
+  }
+
+  /** The routes of `channel` as sends look them up, their providers those this process knows. */
+  private compile(channel: Channel, routes: readonly Route[]): CompiledTable {
+    const known = (r: Route): CompiledRoute => {
+      const keep = r.providers.map((n) => this.byName.has(n));
+      return {
+        ...r,
+        providers: r.providers.filter((_, i) => keep[i]),
+        weights: r.weights?.filter((_, i) => keep[i]),
+        key: `${channel} ${r.destination}`,
+      };
+    };
+    const mine = routes.filter((r) => r.channel === channel).map(known);
+    const of = (kind: string) => mine.filter((r) => destinationKind(r.destination) === kind);
     const names = this.providers.filter((p) => p.spec.channel === channel).map((p) => p.spec.name);
-    return { channel, destination: "default", providers: names, strategy: "failover" };
+    return {
+      prefixes: of("prefix").sort((a, b) => b.destination.length - a.destination.length),
+      networks: new Map(of("network").map((r) => [r.destination, r])),
+      countries: new Map(of("country").map((r) => [r.destination, r])),
+      fallback:
+        of("default")[0] ??
+        known({ channel, destination: "default", providers: names, strategy: "failover" }),
+    };
   }
 
   /**
@@ -135,24 +157,16 @@ export class Router {
    * attempt before), another provider of the route goes first when one is available.
    */
   plan(channel: Channel, target: Target, avoid?: string): Plan {
-    const route = this.routeFor(channel, target);
-    const known = route.providers.filter((n) => this.byName.has(n));
-    let order = orderProviders(
-      {
-        ...route,
-        providers: known,
-        weights: route.weights?.filter((_, i) => this.byName.has(route.providers[i] ?? "")),
-      },
-      {
-        country: target.country,
-        specs: this.specs,
-        figures: this.figures.get(`${channel} ${route.destination}`),
-        minSends: this.o.config.ROUTE_MIN_SENDS,
-        exploreShare: this.o.config.ROUTE_EXPLORE_SHARE,
-        random: this.random,
-        explore: () => this.explores(`${channel} ${route.destination}`),
-      },
-    );
+    const route = this.compiledFor(channel, target);
+    let order = orderProviders(route, {
+      country: target.country,
+      specs: this.specs,
+      figures: this.figures.get(route.key),
+      minSends: this.o.config.ROUTE_MIN_SENDS,
+      exploreShare: this.o.config.ROUTE_EXPLORE_SHARE,
+      random: this.random,
+      explore: () => this.explores(route.key),
+    });
     if (avoid !== undefined && order.some((n) => n !== avoid && this.isAvailable(n))) {
       order = [...order.filter((n) => n !== avoid), ...order.filter((n) => n === avoid)];
     }
@@ -273,8 +287,9 @@ export class Router {
   }
 
   private async read(): Promise<void> {
-    this.routes = await this.o.store.list();
-    const reads = this.routes
+    const routes = await this.o.store.list();
+    this.table = new Map(CHANNELS.map((c) => [c, this.compile(c, routes)]));
+    const reads = routes
       .filter((r) => r.strategy === "conversion")
       .map(async (r) => {
         this.figures.set(

@@ -42,7 +42,7 @@ export async function deliver(
   call: CallScope,
 ): Promise<boolean> {
   const { store } = deps;
-  const { hold, held, plan } = charged;
+  const { hold, plan } = charged;
   const { log } = call;
   const carried = await submit(deps, charged, call);
   if (carried === undefined) {
@@ -63,7 +63,6 @@ export async function deliver(
       ),
     ),
     afterSent(deps, hold.customer, auth, sent, compactEvent(sent, ctx), log),
-    keepForResend(deps, hold.customer, auth, held.sealed, plan, Date.parse(ctx.expiresAt), log),
   ]);
   return hooked;
 }
@@ -128,26 +127,6 @@ async function submit(
   // released and nothing is charged (docs/routing.md#availability).
   log.error("sms not accepted by any provider", { route: plan.route, reference: sms.reference });
   return undefined;
-}
-
-/**
- * Keeps the sealed message while its code lives when the route has another provider to re-send it
- * through, should it be reported undelivered (docs/routing.md#undelivered); a failure costs that
- * re-send only.
- */
-async function keepForResend(
-  deps: Pick<VerifyDeps, "store">,
-  customer: string,
-  auth: string,
-  sealed: string,
-  plan: Plan,
-  untilMs: number,
-  log: Logger,
-): Promise<void> {
-  if (plan.providers.length < 2 || !(untilMs > Date.now())) return;
-  await deps.store.keepForResend(customer, auth, sealed, untilMs).catch((err: unknown) => {
-    log.warn("message not kept for a re-send", { error: errorMessage(err) });
-  });
 }
 
 /** Records an event after the message went out; a failure must not fail the call. */

@@ -252,14 +252,6 @@ export class HoldStore {
     return fresh === 1;
   }
 
-  /**
-   * Keeps the sealed message of an authentication's current code until `untilMs` (its expiry), so
-   * an undelivered report can re-send it once through another provider.
-   */
-  async keepForResend(customer: string, auth: string, sealed: string, untilMs: number): Promise<void> {
-    await this.redis.set(this.keys.auth(customer, auth).message, sealed, "PXAT", untilMs);
-  }
-
   /** Charges an accepted re-send the price its undelivered message was refunded. */
   async chargeResend(
     customer: string,

@@ -12,7 +12,7 @@ import type { Hold, HoldArgs, VerifyStore } from "./store.js";
 /** What holds read of the settings (the provider says its longest send itself). */
 export type HoldSettings = Pick<
   VerifyConfig,
-  "SMS_HOLD_MARGIN_MS" | "SMS_HOLD_RECOVERY_INTERVAL_MS" | "SMS_RECEIPT_RETENTION_SECONDS" | "OTP_TTL_SECONDS"
+  "SMS_HOLD_MARGIN_MS" | "SMS_HOLD_RECOVERY_INTERVAL_MS" | "SMS_RECEIPT_RETENTION_SECONDS"
 >;
 
 /**
@@ -234,17 +234,9 @@ export class HoldRecovery {
       log.info("held message accepted on re-send; charged", { hold: id, owner: hold.owner });
       const [auth = "", attempt] = id.split(".");
       const ref = { customer, auth, attempt: Number(attempt), route: hold.route ?? "default" };
-      await Promise.all([
-        untilDone(store, log, "message id", { hold: id }, () =>
-          store.rememberMessage(provider.name, providerId, ref, this.o.config.SMS_RECEIPT_RETENTION_SECONDS),
-        ),
-        // Kept for one re-send should it be reported undelivered, at most for a code's life.
-        this.o.sms.providers.length > 1
-          ? store
-              .keepForResend(customer, auth, hold.sealed, this.now() + this.o.config.OTP_TTL_SECONDS * 1000)
-              .catch(() => undefined)
-          : undefined,
-      ]);
+      await untilDone(store, log, "message id", { hold: id }, () =>
+        store.rememberMessage(provider.name, providerId, ref, this.o.config.SMS_RECEIPT_RETENTION_SECONDS),
+      );
       return done;
     } catch (err) {
       // Only a lasting refusal of the same reference says the first send was not accepted either;

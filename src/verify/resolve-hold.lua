@@ -88,8 +88,17 @@ else
   end
   -- The provider and route of the message accepted: a right code counts for them, and a retry
   -- goes first to another provider (docs/routing.md#retries).
+  -- With several providers (a hold names one), its sealed message is kept beside the row while
+  -- its code is the one to check and lives, for one re-send should it be reported undelivered
+  -- (undelivered.lua reads `<auth>:msg`).
   if h[5] and h[5] ~= '' and redis.call('EXISTS', authKey) == 1 then
     redis.call('HSET', authKey, 'dp', (h[6] or 'default') == 'default' and h[5] or (h[5] .. ' ' .. h[6]))
+    local row = redis.call('HMGET', authKey, 'code_attempt', 'attempts', 'expires_at_ms')
+    local expires = tonumber(row[3] or '0')
+    if tonumber(row[1] or row[2]) == tonumber(string.match(holdId, '%.(%d+)$'))
+        and expires > tonumber(redis.call('TIME')[1]) * 1000 then
+      redis.call('SET', authKey .. ':msg', h[4], 'PXAT', expires)
+    end
   end
 end
 redis.call('DEL', holdKey)
