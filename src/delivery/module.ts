@@ -95,7 +95,7 @@ export function routedSms(router: Router): SmsProvider {
             router.release(p);
             throw err;
           }
-          router.submitted(p, plan, false, false);
+          router.submitted(p, plan, err, false);
           last = err;
         }
       }

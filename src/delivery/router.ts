@@ -2,7 +2,7 @@ import { errorMessage, type Logger } from "../log.js";
 import { CHANNELS, type Channel, type DeliveryProvider, type ProviderSpec } from "../messaging/providers.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { RedisClient } from "../redis/client.js";
-import type { DeliveryState } from "../messaging/provider.js";
+import { DeliveryError, type DeliveryState } from "../messaging/provider.js";
 import { parseE164 } from "../phone/e164.js";
 import { Circuit } from "./circuit.js";
 import { destinationKind, type Route, type RouteStore } from "./routes.js";
@@ -47,6 +47,11 @@ interface CompiledTable {
   networks: Map<string, CompiledRoute>;
   countries: Map<string, CompiledRoute>;
   fallback: CompiledRoute;
+}
+
+/** A lasting refusal of one message by a provider that answered (not an error, not a silence). */
+function refusedOnly(err: unknown): boolean {
+  return err instanceof DeliveryError && !err.retryable && !err.outcomeUnknown;
 }
 
 /** How often each process reads the routes and the conversion figures again (besides announcements). */
@@ -213,13 +218,20 @@ export class Router {
     this.circuits.get(p.spec.name)?.release();
   }
 
-  /** The outcome of one submit tried: the circuit, the metric and the counters. Never throws. */
-  submitted(p: DeliveryProvider, plan: Plan, accepted: boolean, counted = true): void {
+  /**
+   * The outcome of one submit tried: `true` when accepted, else what it failed with. The circuit
+   * counts only failures that say the provider is unwell (an error, no answer, a 5xx, a bind
+   * down): a provider that refuses one message has answered, and a caller sending numbers a
+   * provider refuses must not open its circuit for every tenant (docs/routing.md#availability).
+   * Then the metric and, unless `counted` is false (a session's code, whose conversion is not
+   * followed, would only lower the figures), the counters. Never throws.
+   */
+  submitted(p: DeliveryProvider, plan: Plan, result: unknown, counted = true): void {
+    const accepted = result === true;
     const circuit = this.circuits.get(p.spec.name);
-    if (accepted) circuit?.succeeded();
+    if (accepted || refusedOnly(result)) circuit?.succeeded();
     else circuit?.failed();
     this.o.metrics?.deliverySent(plan.channel, p.spec.name, plan.country);
-    // A session's code: its conversion is not followed, so it would only lower the figures.
     if (!counted) return;
     const cost = Math.round((p.spec.cost[plan.country] ?? p.spec.cost.default ?? 0) * 1_000_000);
     this.count(

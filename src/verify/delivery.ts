@@ -110,7 +110,7 @@ async function submit(
         await settleHold(store, log, hold, "release");
         throw err;
       }
-      router.submitted(provider, plan, false);
+      router.submitted(provider, plan, err);
       unknown = outcomeUnknown(err);
       log.warn(unknown ? "sms outcome unknown; next provider" : "sms not accepted; next provider", {
         provider: name,

@@ -47,7 +47,7 @@ export async function afterUndelivered(
     try {
       ({ providerId } = await p.send(resend));
     } catch (err) {
-      router.submitted(p, plan, false);
+      router.submitted(p, plan, err);
       log.warn("undelivered message not re-sent by this provider", {
         provider: p.spec.name,
         error: errorMessage(err),

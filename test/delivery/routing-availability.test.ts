@@ -262,6 +262,18 @@ describe("delivery availability: a provider's circuit (9.2 rows Availability and
     return last;
   }
 
+  it("keeps the circuit closed for refusals of single messages: a caller sending numbers a provider refuses cannot open it for everyone", async () => {
+    alpha.answer = () => 400;
+    const phones: string[] = [];
+    for (let i = 0; i < 6; i++) phones.push(await send());
+    // Each refusal went on to beta within its call, and alpha was asked every time.
+    expect(alpha.requests, "alpha asked each time").to.have.length(6);
+    expect(beta.accepted.filter((m) => phones.includes(m.to))).to.have.length(6);
+    expect(await gauge(), "still available").to.equal(1);
+    alpha.reset();
+    beta.reset();
+  });
+
   it("skips a provider after 3 failures in a row, probes it once after 1 s, reopens on a failed probe, closes on a good one", async () => {
     expect(await gauge()).to.equal(1);
     alpha.answer = () => 503;
