@@ -186,7 +186,7 @@ export class Router {
   /**
    * Whether the next message of a `conversion` route explores: whenever the route's explored
    * messages would otherwise fall below ROUTE_EXPLORE_SHARE of its messages, so that share is a
-   * floor (decisions 9.2), spread evenly over the messages. Counted per process, afresh every 1,000.
+   * floor (docs/routing.md#strategies), spread evenly over the messages. Counted per process, afresh every 1,000.
    */
   private explores(route: string): boolean {
     const e = this.exploring.get(route) ?? { messages: 0, explored: 0 };

@@ -112,7 +112,7 @@ async function submit(
       }
       router.submitted(provider, plan, err);
       unknown = outcomeUnknown(err);
-      log.warn(unknown ? "sms outcome unknown; next provider" : "sms not accepted; next provider", {
+      log.warn(unknown ? "sms outcome unknown" : "sms not accepted", {
         provider: name,
         reference: sms.reference,
         error: errorMessage(err),

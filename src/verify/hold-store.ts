@@ -244,12 +244,12 @@ export class HoldStore {
     state: string,
   ): Promise<boolean> {
     const field = `k${ref.attempt}${ref.resend === true ? "r" : ""}`;
-    const fresh = await scripts.reportOnce.run(
+    const [fresh] = (await scripts.reportOnce.run(
       this.redis,
       { auth: this.keys.auth(customer, auth).auth },
       { field, state },
-    );
-    return fresh === 1;
+    )) as [string];
+    return fresh === "new";
   }
 
   /** Charges an accepted re-send the price its undelivered message was refunded. */

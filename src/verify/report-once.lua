@@ -1,11 +1,11 @@
--- Notes a delivery report of one message (docs/routing.md#undelivered): 1 when its state is new for
--- that message, 0 when the same state was reported already (a repeat changes nothing) or the
--- authentication is gone.
+-- Notes a delivery report of one message (docs/routing.md#undelivered): {'new'} when its state is
+-- new for that message, {'repeat'} when the same state was reported already (a repeat changes
+-- nothing) or the authentication is gone.
 -- KEYS: 1 the authentication. ARGV: 1 the message's field (`k<attempt>`, `r` added for a re-send), 2 the state.
 local authKey = KEYS[1]
 local field = ARGV[1]
 local state = ARGV[2]
-if redis.call('EXISTS', authKey) == 0 then return 0 end
-if redis.call('HGET', authKey, field) == state then return 0 end
+if redis.call('EXISTS', authKey) == 0 then return {'repeat'} end
+if redis.call('HGET', authKey, field) == state then return {'repeat'} end
 redis.call('HSET', authKey, field, state)
-return 1
+return {'new'}
