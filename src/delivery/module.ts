@@ -62,10 +62,8 @@ export function deliveryModule(r: DeliveryNeeds, messaging: MessagingModule): De
     watched: [{ watch: (subscriber) => router.watch(subscriber, keys.routeChanges()) }],
     background: [
       {
-        close: () => {
-          router.stop();
-          return Promise.resolve();
-        },
+        // The counts not yet written go to Redis, when it answers.
+        close: ({ redisAnswers }) => router.stop(redisAnswers),
       },
     ],
   };

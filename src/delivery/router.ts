@@ -266,21 +266,26 @@ export class Router {
     this.count({ channel, provider: p.spec.name, country, route }, { [status]: 1, cost });
   }
 
-  /** Adds to the delivery counters in the background (a lost count is logged, never thrown). */
+  /** Adds to the delivery counters: in the process, written by the next refresh (DeliveryStats.flush). */
   count(
     at: Place,
     hourly: Parameters<DeliveryStats["add"]>[1],
     conversion: Parameters<DeliveryStats["add"]>[2] = {},
   ): void {
-    this.o.stats.add(at, hourly, conversion).catch((err: unknown) => {
-      this.o.log.warn("delivery counters not written", { provider: at.provider, error: errorMessage(err) });
+    this.o.stats.add(at, hourly, conversion);
+  }
+
+  /** Writes the counts added so far (a lost write is logged, never thrown). */
+  private async flush(): Promise<void> {
+    await this.o.stats.flush().catch((err: unknown) => {
+      this.o.log.warn("delivery counters not written", { error: errorMessage(err) });
     });
   }
 
   /**
-   * Reads the routes and the `conversion` figures now (what the background does every REFRESH_MS).
-   * Asked while a read is under way, it reads once more after it: that read may predate a change
-   * just announced.
+   * Writes this process's counts, then reads the routes and the `conversion` figures now (what the
+   * background does every REFRESH_MS). Asked while a read is under way, it reads once more after
+   * it: that read may predate a change just announced.
    */
   async refresh(): Promise<void> {
     if (this.refreshing === undefined) {
@@ -299,6 +304,7 @@ export class Router {
   }
 
   private async read(): Promise<void> {
+    await this.flush();
     const routes = await this.o.store.list();
     this.table = new Map(CHANNELS.map((c) => [c, this.compile(c, routes)]));
     const reads = routes
@@ -355,9 +361,11 @@ export class Router {
     };
   }
 
-  stop(): void {
+  /** Stops reading, and writes the counts not yet written unless `flush` is false (Redis does not answer). */
+  async stop(flush = true): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     this.timer = undefined;
+    if (flush) await this.flush();
   }
 }

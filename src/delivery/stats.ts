@@ -1,3 +1,4 @@
+import { errorMessage } from "../log.js";
 import type { RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
 import type { DeliveryKeys } from "./keys.js";
@@ -40,15 +41,26 @@ export interface Figures {
 /** The conversion window is counted in this many slices (one more is read: the current one). */
 export const SLICES = 12;
 
+/** One hash's additions waiting to be written: its key's life in seconds and the sum per field. */
+interface Pending {
+  ttl: number;
+  add: Map<string, number>;
+}
+
 /**
  * The delivery counters in Redis: hourly ones for insights (kept DELIVERY_STATS_RETENTION_DAYS),
- * and slices of ROUTE_WINDOW_SECONDS for the `conversion` strategy. Writes are not awaited by a
- * send: a lost count costs a figure, never a message.
+ * and slices of ROUTE_WINDOW_SECONDS for the `conversion` strategy. A send adds to them in the
+ * process, and `flush` writes the sums (the router does every second, before it reads the figures
+ * again, and when the process stops): one script call per hash touched, not two per message, and
+ * never awaited by a send (docs/capacity.md#delivery-counters). A lost write costs figures, never
+ * a message.
  */
 export class DeliveryStats {
   private readonly sliceMs: number;
   /** Per route destination, the slices that no longer change, as read. */
   private readonly settled = new Map<string, Map<number, Record<string, string>>>();
+  /** What `flush` writes next, by hash key. */
+  private pending = new Map<string, Pending>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -62,37 +74,66 @@ export class DeliveryStats {
     return (this.o.now ?? Date.now)();
   }
 
-  /** Adds to the hourly counts of `at`, and to its conversion slice the `s`, `a` and `v` given. */
-  async add(
+  /**
+   * Adds to the hourly counts of `at`, and to its conversion slice the `s`, `a` and `v` given, in
+   * the hour and slice of now; Redis has them after the next `flush`.
+   */
+  add(
     at: Place,
     hourly: Partial<Record<CountName, number>>,
     conversion: Partial<Record<"s" | "a" | "v", number>>,
-  ): Promise<void> {
+  ): void {
     const t = this.now();
-    const writes: Promise<unknown>[] = [];
-    const add: (string | number)[] = [];
     const prefix = `${at.provider} ${at.country} ${at.route} `;
-    for (const [name, by] of Object.entries(hourly))
-      if (Number.isFinite(by) && by !== 0) add.push(prefix + name, by);
-    if (add.length > 0) {
-      const key = this.keys.hourly(at.channel, Math.floor(t / 3_600_000));
-      writes.push(
-        count.run(
-          this.redis,
-          { counts: key },
-          { f: JSON.stringify({ ttl: this.o.retentionDays * 86_400, add }) },
-        ),
+    for (const [name, by] of Object.entries(hourly)) {
+      this.pend(
+        this.keys.hourly(at.channel, Math.floor(t / 3_600_000)),
+        this.o.retentionDays * 86_400,
+        prefix + name,
+        by,
       );
     }
-    const conv: (string | number)[] = [];
-    for (const [name, by] of Object.entries(conversion))
-      if (Number.isFinite(by) && by !== 0) conv.push(`${at.provider} ${name}`, by);
-    if (conv.length > 0) {
-      const key = this.keys.conversion(at.channel, at.route, Math.floor(t / this.sliceMs));
-      const ttl = Math.ceil((this.sliceMs * (SLICES + 2)) / 1000);
-      writes.push(count.run(this.redis, { counts: key }, { f: JSON.stringify({ ttl, add: conv }) }));
+    for (const [name, by] of Object.entries(conversion)) {
+      this.pend(
+        this.keys.conversion(at.channel, at.route, Math.floor(t / this.sliceMs)),
+        Math.ceil((this.sliceMs * (SLICES + 2)) / 1000),
+        `${at.provider} ${name}`,
+        by,
+      );
     }
-    await Promise.all(writes);
+  }
+
+  private pend(key: string, ttl: number, field: string, by: number | undefined): void {
+    if (by === undefined || !Number.isFinite(by) || by === 0) return;
+    let hash = this.pending.get(key);
+    if (hash === undefined) {
+      hash = { ttl, add: new Map() };
+      this.pending.set(key, hash);
+    }
+    hash.add.set(field, (hash.add.get(field) ?? 0) + by);
+  }
+
+  /**
+   * Writes what was added since the last flush, one script call per hash. The sums are taken
+   * first: what is added meanwhile waits for the next flush. Rejects when a write failed (those
+   * additions are not tried again: a write that timed out may have counted).
+   */
+  async flush(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const batch = this.pending;
+    this.pending = new Map();
+    const writes = await Promise.allSettled(
+      [...batch].map(([key, hash]) => {
+        const add = [...hash.add].flat();
+        return count.run(this.redis, { counts: key }, { f: JSON.stringify({ ttl: hash.ttl, add }) });
+      }),
+    );
+    const failed = writes.filter((w): w is PromiseRejectedResult => w.status === "rejected");
+    if (failed.length > 0) {
+      throw new Error(
+        `${failed.length} of ${writes.length} counter writes failed: ${errorMessage(failed[0]?.reason)}`,
+      );
+    }
   }
 
   /**

@@ -283,37 +283,30 @@ describe("ringfence routes (CLI)", function () {
         country,
         route,
       });
-      await now.add(
+      now.add(
         at("alpha", "FR", "FR"),
         { sent: 10, accepted: 8, delivered: 6, undelivered: 1, rejected: 1, verified: 4, cost: 6 * ALPHA },
         {},
       );
-      await now.add(
+      now.add(
         at("alpha", "DE", "default"),
         { sent: 5, accepted: 5, delivered: 5, verified: 2, cost: 5 * ALPHA },
         {},
       );
-      await now.add(
+      now.add(
         at("beta", "FR", "FR"),
         { sent: 4, accepted: 3, delivered: 2, undelivered: 1, verified: 1 },
         {},
       );
-      await now.add(at("beta", "DE", "default"), { sent: 2 }, {});
-      await now.add(
-        { channel: "voice", provider: "alpha", country: "FR", route: "default" },
-        { sent: 7 },
-        {},
-      );
+      now.add(at("beta", "DE", "default"), { sent: 2 }, {});
+      now.add({ channel: "voice", provider: "alpha", country: "FR", route: "default" }, { sent: 7 }, {});
       const earlier = new DeliveryStats(redis, keys, {
         windowSeconds: 3_600,
         retentionDays: 8,
         now: () => Date.now() - 5 * HOUR_MS,
       });
-      await earlier.add(
-        at("alpha", "IT", "default"),
-        { sent: 1, accepted: 1, delivered: 1, cost: ALPHA },
-        {},
-      );
+      earlier.add(at("alpha", "IT", "default"), { sent: 1, accepted: 1, delivered: 1, cost: ALPHA }, {});
+      await Promise.all([now.flush(), earlier.flush()]);
     });
 
     const counts = (

@@ -79,9 +79,11 @@ describe("delivery: the conversion strategy end to end (9.2 row Strategies, conv
           checked += 1;
         }),
       );
-      // The figures are counted in the background: once all are in Redis, the router reads them.
+      // The figures are counted in the process and written by the router's next read (every
+      // second, or now): once all are in Redis, the router reads them.
       const sent = (batch + 1) * BATCH;
       await waitFor(async () => {
+        await app.refresh();
         const t = totals(await app.stats.figures("sms", "FR"));
         return t.sent === sent && t.accepted === sent && t.verified === checked;
       });

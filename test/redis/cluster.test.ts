@@ -404,10 +404,12 @@ describe("on a Redis Cluster", () => {
       let clock = t - 2 * 3_600_000;
       const s = stats(() => clock);
       const at = { channel: "sms", country: "FR", route: "FR" };
-      await s.add({ ...at, provider: "alpha" }, { sent: 2, accepted: 1, cost: 40_000 }, { s: 2, a: 1 });
+      s.add({ ...at, provider: "alpha" }, { sent: 2, accepted: 1, cost: 40_000 }, { s: 2, a: 1 });
       clock = t;
-      await s.add({ ...at, provider: "alpha" }, { verified: 1 }, { v: 1 });
-      await s.add({ ...at, provider: "beta" }, { sent: 1, accepted: 1, delivered: 1 }, { s: 1, a: 1 });
+      s.add({ ...at, provider: "alpha" }, { verified: 1 }, { v: 1 });
+      s.add({ ...at, provider: "beta" }, { sent: 1, accepted: 1, delivered: 1 }, { s: 1, a: 1 });
+      // One script call per hash: the hour two hours ago and its slice, this hour and its slice.
+      await s.flush();
       const zero = { sent: 0, accepted: 0, delivered: 0, undelivered: 0, rejected: 0, verified: 0, cost: 0 };
       const rows = (since: number) =>
         s.hourly("sms", since, t).then((r) => r.sort((a, b) => a.provider.localeCompare(b.provider)));
