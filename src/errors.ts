@@ -65,6 +65,9 @@ export const ERRORS = {
   // A password login whose identifier, user or password is wrong: one answer for all three.
   invalid_credentials: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
   insufficient_scope: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
+  // A secret that is not one the call takes, where the caller's protocol expects 403 (the WhatsApp
+  // webhook's subscription handshake with a wrong verify token).
+  forbidden: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
   scope_not_allowed: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
   invalid_stepup_config: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   invalid_code: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },

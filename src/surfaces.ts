@@ -5,7 +5,7 @@
  * running service reads the same declarations from the bindings of src/app.ts's modules.
  */
 import { writeFileSync } from "node:fs";
-import { DELIVERY_REPORTS } from "./delivery/surface.js";
+import { DELIVERY_REPORTS, WHATSAPP_WEBHOOK } from "./delivery/surface.js";
 import { FRAUD_V2 } from "./fraud/surface.js";
 import { LOOKUP_V1, LOOKUP_V2 } from "./lookup/surface.js";
 import { OAUTH } from "./oauth/surface.js";
@@ -25,6 +25,7 @@ export const SERVICES: readonly DeclaredService[] = [
   SESSION,
   STEP_UP,
   DELIVERY_REPORTS,
+  WHATSAPP_WEBHOOK,
 ];
 
 if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].split("/").pop() ?? "\0")) {

@@ -361,6 +361,21 @@ describe("envoy/envoy.yaml Lua filter, run by a Lua VM", () => {
       404,
       ["code", "message"],
     ]);
+    // So does the WhatsApp webhook, under /v1/whatsapp/.
+    const webhook = await filter(
+      { ":path": "/v1/whatsapp/webhook?hub.x=1" },
+      plain(400),
+      "unknown parameter",
+    );
+    expect([webhook.status, JSON.parse(webhook.body)]).to.deep.equal([
+      400,
+      { code: "bad_request", message: "unknown parameter" },
+    ]);
+    const webhookOurs = await gateway("/v1/whatsapp/webhook/x", {});
+    expect([webhookOurs.status, Object.keys(JSON.parse(webhookOurs.body) as object).sort()]).to.deep.equal([
+      404,
+      ["code", "message"],
+    ]);
     for (const path of [
       "/v1/session/oauth/token",
       "/v1/session/oauth/introspect",

@@ -6,20 +6,24 @@ import { describeNumber } from "../lookup/numbers.js";
 import { bindService } from "../rpc/binding.js";
 import { DeliveryKeys } from "./keys.js";
 import { DeliveryReports, type ReportListener } from "./reports.js";
-import { RingfenceError } from "../errors.js";
+import { RingfenceError, type ErrorCode } from "../errors.js";
 import { AuthFailures } from "../otp/failures.js";
 import { WindowKeys } from "../otp/keys.js";
 import { Router } from "./router.js";
 import { RouteStore } from "./routes.js";
 import type { DeliverySettings } from "./settings.js";
 import { DeliveryStats } from "./stats.js";
-import { DELIVERY_REPORTS } from "./surface.js";
+import { DELIVERY_REPORTS, WHATSAPP_WEBHOOK } from "./surface.js";
+import { WhatsAppWebhook } from "./whatsapp.js";
 
 export interface DeliveryModule extends Module {
   router: Router;
   /** SMS as the session service sends them: routed like verification codes, without holds. */
   sms: SmsProvider;
-  /** Where the http providers' delivery reports go (verify records them as receipts). */
+  /**
+   * Where the http providers' delivery reports and the WhatsApp providers' statuses go (verify
+   * records them as receipts).
+   */
   onReport(listener: ReportListener): void;
 }
 
@@ -45,6 +49,10 @@ export function deliveryModule(r: DeliveryNeeds, messaging: MessagingModule): De
     metrics: r.metrics,
   });
   const reports = new DeliveryReports(router);
+  const whatsapp = new WhatsAppWebhook(
+    router.providers.map((p) => p.spec),
+    { report: (provider, receipt) => reports.report(provider, receipt), metrics: r.metrics },
+  );
   return {
     name: "delivery",
     router,
@@ -55,7 +63,21 @@ export function deliveryModule(r: DeliveryNeeds, messaging: MessagingModule): De
     bindings: [
       bindService(DELIVERY_REPORTS.definition, reports.handlers(), {
         ...DELIVERY_REPORTS.surface,
-        authenticators: { provider: reports.authenticator(statusTokenFailures(r)) },
+        authenticators: {
+          provider: reports.authenticator(
+            statusTokenFailures(r, ["unauthorized", "not_found"], "wrong delivery-report tokens"),
+          ),
+        },
+      }),
+      bindService(WHATSAPP_WEBHOOK.definition, whatsapp.handlers(), {
+        ...WHATSAPP_WEBHOOK.surface,
+        authenticators: whatsapp.authenticators(
+          statusTokenFailures(
+            r,
+            ["unauthorized", "forbidden"],
+            "wrong WhatsApp webhook signatures or verify tokens",
+          ),
+        ),
       }),
     ],
     prepare: () => router.start(),
@@ -104,15 +126,18 @@ export function routedSms(router: Router): SmsProvider {
   };
 }
 
-/** Wrong report tokens (and provider names) per client address: STATUS_TOKEN_FAILURES_IP. */
-function statusTokenFailures(r: DeliveryNeeds): AuthFailures {
+/**
+ * Wrong provider credentials per client address, in one window (STATUS_TOKEN_FAILURES_IP): report
+ * tokens and provider names, and the WhatsApp webhook's signatures and verify tokens. `wrong`: the
+ * codes that say a credential was wrong; `what`: the refusal's words for them.
+ */
+function statusTokenFailures(r: DeliveryNeeds, wrong: readonly ErrorCode[], what: string): AuthFailures {
   const windows = new WindowKeys(r.keys);
   return new AuthFailures(r.redis, {
     setting: "STATUS_TOKEN_FAILURES_IP",
     rule: r.config.STATUS_TOKEN_FAILURES_IP,
     counter: (subject) => windows.statusTokenFailures(subject),
-    isWrong: (err) =>
-      err instanceof RingfenceError && (err.code === "unauthorized" || err.code === "not_found"),
-    refusal: "too many wrong delivery-report tokens from this address; try again later",
+    isWrong: (err) => err instanceof RingfenceError && wrong.includes(err.code),
+    refusal: `too many ${what} from this address; try again later`,
   });
 }

@@ -55,6 +55,11 @@ export class DeliveryReports {
     this.listeners.push(listener);
   }
 
+  /** Hands `provider`'s receipt to every listener (a WhatsApp status too); resolves once all have it. */
+  async report(provider: string, receipt: DeliveryReceipt): Promise<void> {
+    await Promise.all(this.listeners.map((listener) => listener(provider, receipt)));
+  }
+
   /**
    * The caller of a report: the provider the path names, when the bearer token is its
    * `status_token`; wrong tokens and names are counted per client address by `failures`.
@@ -81,7 +86,7 @@ export class DeliveryReports {
           ...(error === undefined || error === "" ? {} : { errorCode: error }),
           at: new Date(this.now()).toISOString(),
         };
-        await Promise.all(this.listeners.map((listener) => listener(provider.name, receipt)));
+        await this.report(provider.name, receipt);
         return {};
       },
     };
@@ -90,7 +95,8 @@ export class DeliveryReports {
   private authenticate(ctx: CallContext, request: unknown): ProviderSpec {
     const name = (request as { provider?: unknown } | null)?.provider;
     const spec = typeof name === "string" ? this.providers.provider(name)?.spec : undefined;
-    // Only http providers with a status token take reports (SMPP receipts come on the bind).
+    // Only http providers (sms or voice) with a status token take reports (SMPP receipts come on
+    // the bind, WhatsApp statuses on its webhook).
     if (spec?.kind !== "http" || spec.statusToken === undefined) {
       throw new RingfenceError("not_found", "no provider of this name takes delivery reports");
     }
@@ -106,7 +112,7 @@ export class DeliveryReports {
 }
 
 /** Compares in constant time, whatever the lengths (both are hashed first). */
-function sameToken(given: string, expected: string): boolean {
+export function sameToken(given: string, expected: string): boolean {
   const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
   return timingSafeEqual(digest(given), digest(expected));
 }

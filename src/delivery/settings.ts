@@ -40,8 +40,9 @@ export const deliverySettings = defineSettings({
     section: "session",
     rule: WINDOW_RULE,
     text:
-      "Wrong delivery-report tokens (`POST /v1/delivery/status/{provider}`) per client address; while the " +
-      "window is full its wrong tokens get 429 with `Retry-After`, and a right token is still served.",
+      "Wrong delivery-report tokens (`POST /v1/delivery/status/{provider}`), and wrong signatures and verify " +
+      "tokens at the WhatsApp webhook (`/v1/whatsapp/webhook`), per client address; while the window is full " +
+      "its wrong ones get 429 with `Retry-After`, and a right one is still served.",
   }),
   DELIVERY_STATS_RETENTION_DAYS: setting({
     schema: n().min(1).max(90).default(8),

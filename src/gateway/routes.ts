@@ -140,7 +140,7 @@ export function matchRoute(
 
 /**
  * The error family of a path no route matched (docs/gateway.md#unknown-routes-and-methods), built
- * once from the bindings served: V1 paths (but `/v1/session/` and `/v1/delivery/`) take the V1
+ * once from the bindings served: V1 paths (but `/v1/session/`, `/v1/delivery/` and `/v1/whatsapp/`) take the V1
  * body, the areas the bindings declare as V2 (`/v2/<area>` and below) the V2 body, everything else
  * the session body.
  */
@@ -152,7 +152,7 @@ export function pathDialects(
   if (odd !== undefined) throw new Error(`V2 area ${JSON.stringify(odd)} is not one plain path segment`);
   const v2 = areas.length === 0 ? undefined : new RegExp(`^/v2/(${areas.join("|")})(/|$)`);
   return (path) => {
-    if (/^\/v1\/(?!session\/|delivery\/)/.test(path)) return "v1";
+    if (/^\/v1\/(?!session\/|delivery\/|whatsapp\/)/.test(path)) return "v1";
     if (v2?.test(path) === true) return "v2";
     return "session";
   };

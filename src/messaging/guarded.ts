@@ -7,9 +7,13 @@ import { DeliveryError, type SmsProvider } from "./provider.js";
 /**
  * `provider` as calls use it: nothing goes out for a call whose caller stopped waiting (504
  * deadline_exceeded, before the message leaves, so the V1 charge is given back), and each message
- * is counted in the sent and failed metrics, by destination country.
+ * is counted in the sent and failed metrics, by its channel and destination country.
  */
-export function guardedSms(provider: SmsProvider, metrics: Pick<Metrics, "message">): SmsProvider {
+export function guardedSms(
+  provider: SmsProvider,
+  metrics: Pick<Metrics, "message">,
+  channel: "sms" | "voice" | "whatsapp" = "sms",
+): SmsProvider {
   return {
     name: provider.name,
     longestSendMs: provider.longestSendMs,
@@ -18,10 +22,10 @@ export function guardedSms(provider: SmsProvider, metrics: Pick<Metrics, "messag
       const country = parseE164(msg.to)?.countryCode ?? "";
       try {
         const sent = await provider.send(msg, call);
-        metrics.message("sms", provider.name, country, true);
+        metrics.message(channel, provider.name, country, true);
         return sent;
       } catch (err) {
-        metrics.message("sms", provider.name, country, false);
+        metrics.message(channel, provider.name, country, false);
         throw err;
       }
     },

@@ -23,7 +23,7 @@ export function messagingModule(
     log: r.log,
     gate,
     enquireLinkMs: r.config.SMPP_ENQUIRE_LINK_MS,
-  }).map((p) => Object.assign(guardedSms(p, r.metrics), { spec: p.spec }));
+  }).map((p) => Object.assign(guardedSms(p, r.metrics, p.spec.channel), { spec: p.spec }));
   const email = guardedEmail(createEmailProvider(r.config, r.log, gate), r.metrics);
   return {
     name: "messaging",

@@ -1,5 +1,8 @@
 import type { CallScope } from "../observability/calls.js";
-/** One SMS to send. `body` holds the code: it is never logged outside the log provider. */
+/**
+ * One message to send (an SMS, or the same message for another channel). `body` holds the code:
+ * it is never logged outside the log provider.
+ */
 export interface OutgoingSms {
   /** Destination, E.164 (`+33612345678`). */
   to: string;
@@ -10,6 +13,11 @@ export interface OutgoingSms {
   locale: string;
   /** Our id of this message, unique per message. */
   reference: string;
+  /**
+   * The code in clear, for channels whose message carries it as a parameter (WhatsApp's template)
+   * rather than in `body`; never logged. The engine sets it.
+   */
+  code?: string;
 }
 
 export interface SentSms {

@@ -25,10 +25,13 @@ export const messagingSettings = defineSettings(
         }),
       section: "delivery",
       default: "unset (`SMS_PROVIDER` is one provider named `default`)",
-      rule: "a JSON array of `{name, channel, url, cost?, timeout_ms?, status_token?}`",
+      rule:
+        "a JSON array of `{name, channel, url, cost?, timeout_ms?, status_token?}`; a `whatsapp` entry takes " +
+        "`phone_number_id`, `token`, `template`, `app_secret`, `verify_token`, `languages?` and `default_language?` " +
+        "instead of `status_token`",
       text:
-        "The providers messages go through, each with its cost, timeout and delivery-report token; routes " +
-        "choose among them ([routing.md](routing.md#providers)). Not with `SMS_PROVIDER`.",
+        "The providers messages go through (sms, voice, whatsapp), each with its cost, timeout and the secrets " +
+        "of its reports; routes choose among them ([routing.md](routing.md#providers)). Not with `SMS_PROVIDER`.",
       secret: true,
     }),
     SMS_PROVIDER: setting({

@@ -2,7 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 import { outcomeOf, type CallRecord } from "./calls.js";
 
 /** What a message provider's answer was, for the sent and failed counters. */
-export type Channel = "sms" | "email";
+export type Channel = "sms" | "voice" | "whatsapp" | "email";
 
 /**
  * Why an email was not sent: `refused`, the provider turned the message down for good (a 4xx, an
@@ -34,6 +34,8 @@ export class Metrics {
   private readonly deliveriesSent: Counter<"channel" | "provider" | "country">;
   private readonly deliveryReports: Counter<"channel" | "provider" | "country" | "status">;
   private readonly deliveriesVerified: Counter<"channel" | "provider" | "country">;
+  private readonly whatsappStatuses: Counter<"provider" | "status">;
+  private readonly channelFallbacks: Counter<"from" | "to" | "reason">;
   private readonly providersAvailable: Gauge<"channel" | "provider">;
   private readonly spend: Counter<"country">;
   private readonly emailSent: Counter<"provider">;
@@ -79,7 +81,7 @@ export class Metrics {
     });
     this.sent = new Counter({
       name: "ringfence_messages_sent_total",
-      help: "Messages the provider accepted, by channel (sms, email), provider and destination country (SMS)",
+      help: "Messages the provider accepted, by channel (sms, voice, whatsapp, email), provider and destination country (but email)",
       labelNames: ["channel", "provider", "country"],
       registers,
     });
@@ -105,6 +107,18 @@ export class Metrics {
       name: "ringfence_delivery_verified_total",
       help: "Codes checked right, by the channel, provider and destination country of the message that carried them",
       labelNames: ["channel", "provider", "country"],
+      registers,
+    });
+    this.whatsappStatuses = new Counter({
+      name: "ringfence_whatsapp_statuses_total",
+      help: "Message statuses a WhatsApp provider's signed webhooks gave, by provider and status (sent, delivered, read, failed), repeats included",
+      labelNames: ["provider", "status"],
+      registers,
+    });
+    this.channelFallbacks = new Counter({
+      name: "ringfence_channel_fallbacks_total",
+      help: "V2 codes moved to the next channel, by the channel left, the channel taken and why (refused, undelivered, silence)",
+      labelNames: ["from", "to", "reason"],
       registers,
     });
     this.providersAvailable = new Gauge({
@@ -249,6 +263,16 @@ export class Metrics {
   /** One code checked right, counted to the provider whose message carried it. */
   deliveryVerified(channel: string, provider: string, country: string): void {
     this.deliveriesVerified.inc({ channel, provider, country });
+  }
+
+  /** One status of a WhatsApp message, as its provider's signed webhook gave it. */
+  whatsappStatus(provider: string, status: "sent" | "delivered" | "read" | "failed"): void {
+    this.whatsappStatuses.inc({ provider, status });
+  }
+
+  /** A V2 code moved from channel `from` to `to`: refused by every provider, reported undelivered, or silent. */
+  channelFallback(from: string, to: string, reason: "refused" | "undelivered" | "silence"): void {
+    this.channelFallbacks.inc({ from, to, reason });
   }
 
   /** Whether a delivery provider is available now: its circuit closed and, for SMPP, its bind up. */

@@ -36,6 +36,8 @@ const SCHEME: Readonly<Record<string, string>> = {
   session: "sessionToken",
   app: "managementKey",
   provider: "statusToken",
+  "whatsapp-verify-token": "whatsappVerifyToken",
+  "whatsapp-signature": "whatsappSignature",
 };
 
 /** The schema of each error body family (docs/gateway.md#error-bodies). */
@@ -253,8 +255,21 @@ export function buildDocument(
     let requestBody: Json | undefined;
     if (binding.body === "") {
       for (const f of rpc.input.fields) {
-        if (bound.has(f.name) || f.fieldKind === "message" || f.fieldKind === "map") continue;
-        parameters.push({ name: f.name, in: "query", required: false, schema: fieldSchema(f, false) });
+        if (bound.has(f.name) || f.fieldKind === "map") continue;
+        if (f.fieldKind !== "message") {
+          parameters.push({ name: f.name, in: "query", required: false, schema: fieldSchema(f, false) });
+          continue;
+        }
+        // A message's scalar fields are set by dotted names, as the transcoder maps `hub.mode`.
+        for (const inner of f.message.fields) {
+          if (inner.fieldKind !== "scalar" && inner.fieldKind !== "enum") continue;
+          parameters.push({
+            name: `${f.name}.${inner.name}`,
+            in: "query",
+            required: false,
+            schema: fieldSchema(inner, false),
+          });
+        }
       }
     } else if (binding.body === "*") {
       requestBody = {
@@ -264,12 +279,19 @@ export function buildDocument(
     } else {
       const field = rpc.input.fields.find((f) => f.name === binding.body);
       const httpBody = field?.fieldKind === "message" && field.message.typeName === "google.api.HttpBody";
+      const raw = surface?.rawBodyOf(handler);
       requestBody = httpBody
         ? {
             required: true,
-            content: {
-              "application/x-www-form-urlencoded": { schema: surface?.formOf(handler) ?? { type: "object" } },
-            },
+            ...(raw === undefined ? {} : { description: raw.description }),
+            content:
+              raw === undefined
+                ? {
+                    "application/x-www-form-urlencoded": {
+                      schema: surface?.formOf(handler) ?? { type: "object" },
+                    },
+                  }
+                : { [raw.mediaType]: { schema: raw.schema } },
           }
         : {
             required: true,
@@ -277,11 +299,17 @@ export function buildDocument(
           };
     }
     const status: number = surface?.successStatus(handler) ?? 200;
+    const answered = surface?.rawAnswerOf(handler);
     const success: Json =
       status === 204
         ? { description: "No content" }
         : rpc.output.typeName === "google.api.HttpBody"
-          ? { description: "Success, with an empty body" }
+          ? answered === undefined
+            ? { description: "Success, with an empty body" }
+            : {
+                description: answered.description,
+                content: { [answered.mediaType]: { schema: answered.schema } },
+              }
           : {
               description: "Success",
               content: { "application/json": { schema: messageRef(rpc.output, true) } },
@@ -357,6 +385,20 @@ export function buildDocument(
           type: "http",
           scheme: "bearer",
           description: "A delivery provider's status_token (DELIVERY_PROVIDERS)",
+        },
+        whatsappVerifyToken: {
+          type: "apiKey",
+          in: "query",
+          name: "hub.verify_token",
+          description:
+            "The verify_token of a WhatsApp entry of DELIVERY_PROVIDERS (Meta's subscription handshake)",
+        },
+        whatsappSignature: {
+          type: "apiKey",
+          in: "header",
+          name: "X-Hub-Signature-256",
+          description:
+            "sha256=<hex HMAC-SHA256 of the raw body>, keyed by the app_secret of the WhatsApp entry the body's phone_number_id names",
         },
         clientBasic: {
           type: "http",

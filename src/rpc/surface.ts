@@ -25,11 +25,22 @@ export interface Surface<S extends ServiceDefinition = ServiceDefinition> {
   readonly deprecated?: boolean;
   /** The form of each method whose body is an `HttpBody` form, as a JSON schema (OpenAPI). */
   readonly forms?: Partial<Record<keyof S & string, JsonSchema>>;
+  /** Each method whose `HttpBody` body is not a form: its media type and schema (OpenAPI). */
+  readonly rawBodies?: Partial<Record<keyof S & string, RawContent>>;
+  /** Each method that answers an `HttpBody` with content: its media type and schema (OpenAPI). */
+  readonly rawAnswers?: Partial<Record<keyof S & string, RawContent>>;
   /** Request headers a method requires besides its caller's credentials (OpenAPI). */
   readonly headerParameters?: Partial<Record<keyof S & string, readonly HeaderParameter[]>>;
 }
 
 export type JsonSchema = Readonly<Record<string, unknown>>;
+
+/** The content of an `HttpBody` as the OpenAPI document describes it. */
+export interface RawContent {
+  readonly mediaType: string;
+  readonly schema: JsonSchema;
+  readonly description: string;
+}
 
 /** A required request header, as the OpenAPI document lists it. */
 export interface HeaderParameter {
@@ -51,6 +62,8 @@ export interface DeclaredService {
   readonly v2Areas: readonly string[];
   readonly deprecated: boolean;
   readonly formOf: (method: string) => JsonSchema | undefined;
+  readonly rawBodyOf: (method: string) => RawContent | undefined;
+  readonly rawAnswerOf: (method: string) => RawContent | undefined;
   readonly headerParametersOf: (method: string) => readonly HeaderParameter[];
 }
 
@@ -80,6 +93,8 @@ export function readSurface<S extends ServiceDefinition>(
   const callers = byMethod<string>(surface.callers);
   const forms = byMethod<JsonSchema>(surface.forms);
   const headers = byMethod<readonly HeaderParameter[]>(surface.headerParameters);
+  const rawBodies = byMethod<RawContent>(surface.rawBodies);
+  const rawAnswers = byMethod<RawContent>(surface.rawAnswers);
   return {
     serviceName: first.path.split("/")[1] ?? "",
     dialectOf: (method) => dialects[method] ?? surface.dialect,
@@ -88,6 +103,8 @@ export function readSurface<S extends ServiceDefinition>(
     v2Areas: surface.v2Areas ?? [],
     deprecated: surface.deprecated ?? false,
     formOf: (method) => forms[method],
+    rawBodyOf: (method) => rawBodies[method],
+    rawAnswerOf: (method) => rawAnswers[method],
     headerParametersOf: (method) => headers[method] ?? [],
   };
 }

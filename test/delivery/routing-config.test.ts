@@ -236,3 +236,217 @@ describe("DELIVERY_PROVIDERS at start (9.2 rows DELIVERY_PROVIDERS and Back comp
     );
   });
 });
+
+const GRAPH = "https://graph.facebook.com/v21.0";
+const GRAPH_TOKEN = "EAAGraphAccessTokenNeverShown0123456789";
+const APP_SECRET = "app-secret-never-shown-0123456789";
+const VERIFY_TOKEN = "verify-token-never-shown-0123456789";
+/** A WhatsApp entry with every required field, `over` changing or adding some. */
+const whatsapp = (over: Record<string, unknown> = {}) => ({
+  name: "wa",
+  channel: "whatsapp",
+  url: GRAPH,
+  phone_number_id: "106540352242922",
+  token: GRAPH_TOKEN,
+  template: "verification_code",
+  app_secret: APP_SECRET,
+  verify_token: VERIFY_TOKEN,
+  ...over,
+});
+/** `entry` without `field`. */
+const without = (entry: Record<string, unknown>, field: string) =>
+  Object.fromEntries(Object.entries(entry).filter(([k]) => k !== field));
+
+/** docs/routing.md#providers: voice entries (the http contract) and whatsapp entries (the Cloud API). */
+describe("DELIVERY_PROVIDERS voice and whatsapp entries", () => {
+  const refused: [string, unknown[], RegExp][] = [
+    [
+      "a voice entry with an smpp url",
+      [{ name: "call", channel: "voice", url: SMPP }],
+      /^invalid DELIVERY_PROVIDERS: entry 0 \(call\): url must be an http\(s\) URL/,
+    ],
+    [
+      "a voice entry with a status_token too short",
+      [{ name: "call", channel: "voice", url: HTTP, status_token: "short" }],
+      /: entry 0 \(call\): status_token must be a string of 16 to 256 characters/,
+    ],
+    [
+      "a voice entry with a WhatsApp field",
+      [{ name: "call", channel: "voice", url: HTTP, template: "verification_code" }],
+      /: entry 0 \(call\): template is for whatsapp providers only/,
+    ],
+    [
+      "an sms entry with a WhatsApp field",
+      [{ name: "alpha", url: HTTP, phone_number_id: "106540352242922" }],
+      /: entry 0 \(alpha\): phone_number_id is for whatsapp providers only/,
+    ],
+    [
+      "a whatsapp entry with a status_token",
+      [whatsapp({ status_token: TOKEN })],
+      /: entry 0 \(wa\): status_token is not for whatsapp providers: their statuses come on the webhook/,
+    ],
+    [
+      "a whatsapp entry with an smpp url",
+      [whatsapp({ url: SMPP })],
+      /: entry 0 \(wa\): url must be the Graph API's http\(s\) base URL, such as https:\/\/graph\.facebook\.com\/v21\.0/,
+    ],
+    [
+      "a whatsapp entry without url",
+      [without(whatsapp(), "url")],
+      /: entry 0 \(wa\): url must be the Graph API/,
+    ],
+    [
+      "a whatsapp entry without phone_number_id",
+      [without(whatsapp(), "phone_number_id")],
+      /: entry 0 \(wa\): phone_number_id must be the phone number's id, its digits as a JSON string/,
+    ],
+    [
+      "a phone_number_id as a JSON number",
+      [whatsapp({ phone_number_id: 106540352242922 })],
+      /: entry 0 \(wa\): phone_number_id must be /,
+    ],
+    [
+      "a phone_number_id with letters",
+      [whatsapp({ phone_number_id: "10654x" })],
+      /: entry 0 \(wa\): phone_number_id /,
+    ],
+    [
+      "a whatsapp entry without token",
+      [without(whatsapp(), "token")],
+      /: entry 0 \(wa\): token must be the access token, 16 to 4096 characters without spaces/,
+    ],
+    ["a token too short", [whatsapp({ token: "EAA123" })], /: entry 0 \(wa\): token must be /],
+    [
+      "a token with a space",
+      [whatsapp({ token: `Bearer ${GRAPH_TOKEN}` })],
+      /: entry 0 \(wa\): token must be /,
+    ],
+    [
+      "a template with capitals",
+      [whatsapp({ template: "Verification_Code" })],
+      /: entry 0 \(wa\): template must be the template's name, 1 to 512 of a-z, 0-9 and _/,
+    ],
+    ["an empty template", [whatsapp({ template: "" })], /: entry 0 \(wa\): template must be /],
+    [
+      "a template of 513 characters",
+      [whatsapp({ template: "a".repeat(513) })],
+      /: entry 0 \(wa\): template /,
+    ],
+    [
+      "a whatsapp entry without app_secret",
+      [without(whatsapp(), "app_secret")],
+      /: entry 0 \(wa\): app_secret must be a string of 16 to 256 characters/,
+    ],
+    ["an app_secret too short", [whatsapp({ app_secret: "0123456789" })], /: entry 0 \(wa\): app_secret /],
+    [
+      "a whatsapp entry without verify_token",
+      [without(whatsapp(), "verify_token")],
+      /: entry 0 \(wa\): verify_token must be a string of 16 to 256 characters/,
+    ],
+    [
+      "a verify_token as a number",
+      [whatsapp({ verify_token: 1234567890123456 })],
+      /: entry 0 \(wa\): verify_token /,
+    ],
+    [
+      "languages that are not an object",
+      [whatsapp({ languages: ["fr"] })],
+      /: entry 0 \(wa\): languages must be an object such as \{"fr": "fr", "pt": "pt_BR"\}/,
+    ],
+    [
+      "languages keyed by a whole locale",
+      [whatsapp({ languages: { "pt-BR": "pt_BR" } })],
+      /: entry 0 \(wa\): languages: pt-BR is not a language subtag such as fr/,
+    ],
+    [
+      "a language code Meta does not spell so",
+      [whatsapp({ languages: { pt: "pt-BR" } })],
+      /: entry 0 \(wa\): languages: pt must be Meta's code of a template language, such as fr or pt_BR/,
+    ],
+    [
+      "a default_language Meta does not spell so",
+      [whatsapp({ default_language: "english" })],
+      /: entry 0 \(wa\): default_language must be Meta's code of a template language, such as en_US/,
+    ],
+    ["a whatsapp timeout below 100 ms", [whatsapp({ timeout_ms: 50 })], /: entry 0 \(wa\): timeout_ms /],
+    [
+      "two whatsapp entries of one phone number",
+      [whatsapp(), whatsapp({ name: "wa-2" })],
+      /^invalid DELIVERY_PROVIDERS: entry 1 \(wa-2\): phone_number_id is used by an earlier entry/,
+    ],
+  ];
+  for (const [what, entries, line] of refused) {
+    it(`refuses ${what} with one line naming the entry and the field, quoting no secret`, () => {
+      const message = refusal({ DELIVERY_PROVIDERS: list(...entries) });
+      expect(message).to.match(line);
+      expect(message, "one line").to.not.include("\n");
+      for (const secret of [PASSWORD, TOKEN, GRAPH_TOKEN, APP_SECRET, VERIFY_TOKEN]) {
+        expect(message, "no secret quoted").to.not.include(secret);
+      }
+    });
+  }
+
+  it("takes a voice entry as an http provider of the voice channel, with its reports' token", () => {
+    const config = loadConfig({
+      DELIVERY_PROVIDERS: list({
+        name: "call",
+        channel: "voice",
+        url: HTTP,
+        cost: { FR: 0.1 },
+        status_token: TOKEN,
+      }),
+    });
+    expect(deliveryProviders(config)).to.deep.equal([
+      {
+        name: "call",
+        channel: "voice",
+        kind: "http",
+        url: HTTP,
+        cost: { FR: 0.1 },
+        timeoutMs: 5_000,
+        statusToken: TOKEN,
+      },
+    ]);
+  });
+
+  it("takes whatsapp entries as Graph providers with their account, en_US by default, and tells them apart by phone number", () => {
+    const config = loadConfig({
+      DELIVERY_PROVIDERS: list(
+        { name: "alpha", url: HTTP },
+        whatsapp({ cost: { default: 0.02 } }),
+        whatsapp({
+          name: "wa-br",
+          url: "http://127.0.0.1:9/graph/",
+          phone_number_id: "200000000000001",
+          languages: { fr: "fr", pt: "pt_BR", zh: "zh_HK" },
+          default_language: "es_MX",
+          timeout_ms: 2_500,
+        }),
+      ),
+    });
+    const [, wa, br] = deliveryProviders(config);
+    expect(wa).to.deep.equal({
+      name: "wa",
+      channel: "whatsapp",
+      kind: "graph",
+      url: GRAPH,
+      cost: { default: 0.02 },
+      timeoutMs: 5_000,
+      whatsapp: {
+        phoneNumberId: "106540352242922",
+        token: GRAPH_TOKEN,
+        template: "verification_code",
+        appSecret: APP_SECRET,
+        verifyToken: VERIFY_TOKEN,
+        languages: {},
+        defaultLanguage: "en_US",
+      },
+    });
+    expect(br).to.deep.include({ name: "wa-br", kind: "graph", timeoutMs: 2_500 });
+    expect(br?.whatsapp).to.deep.include({
+      phoneNumberId: "200000000000001",
+      languages: { fr: "fr", pt: "pt_BR", zh: "zh_HK" },
+      defaultLanguage: "es_MX",
+    });
+  });
+});

@@ -16,6 +16,7 @@ import type { MethodDefinition } from "@grpc/grpc-js";
 import { asMessage, httpBodyField, httpBodyRequest, sameShape } from "../../src/gateway/direct.js";
 import { loadContract } from "../../src/rpc/contract.js";
 import { DeliveryReportServiceService } from "../../src/gen/ringfence/delivery/v1/delivery_report_service.js";
+import { WhatsAppWebhookServiceService } from "../../src/gen/ringfence/delivery/v1/whatsapp_webhook_service.js";
 import { OAuthServiceService } from "../../src/gen/ringfence/oauth/v1/oauth_service.js";
 import { StepUpServiceService } from "../../src/gen/ringfence/stepup/v1/stepup_service.js";
 import { LookupServiceService as LookupV1 } from "../../src/gen/ringfence/lookup/v1/lookup_service.js";
@@ -35,6 +36,7 @@ const SERVICES = [
   FraudServiceService,
   VerificationServiceService,
   DeliveryReportServiceService,
+  WhatsAppWebhookServiceService,
 ];
 const JSON_OPTIONS = { useProtoFieldName: true, alwaysEmitImplicit: true };
 const SAMPLES = 40;

@@ -321,6 +321,7 @@ describe("V1 lookup", () => {
       expect(services.sort(), "the served services, not the ones only declared").to.deep.equal([
         "grpc.health.v1.Health",
         "ringfence.delivery.v1.DeliveryReportService",
+        "ringfence.delivery.v1.WhatsAppWebhookService",
         "ringfence.lookup.v1.LookupService",
         "ringfence.lookup.v2.LookupService",
         "ringfence.oauth.v1.OAuthService",

@@ -128,9 +128,9 @@ export function operationOf(method: string, path: string): Operation | undefined
   );
 }
 
-/** A V1 path (the session service under /v1/session and delivery reports under /v1/delivery are not V1). */
+/** A V1 path (the session service under /v1/session, delivery reports under /v1/delivery and the WhatsApp webhook under /v1/whatsapp are not V1). */
 export function isV1Path(path: string): boolean {
-  return /^\/v1\/(?!(session|delivery)(\/|$))/.test(path);
+  return /^\/v1\/(?!(session|delivery|whatsapp)(\/|$))/.test(path);
 }
 
 export interface V1Answer {

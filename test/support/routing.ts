@@ -38,6 +38,8 @@ export interface RoutedApp extends TestApp {
   clearRoutes(): Promise<void>;
   /** The app's Prometheus exposition: scraped from ADMIN_PORT's /metrics when it serves one. */
   metrics(): Promise<string>;
+  /** Adds a listener of the receipts the delivery module takes (reports, WhatsApp statuses). */
+  onReport: DeliveryModule["onReport"];
 }
 
 export async function startRoutedApp(
@@ -72,6 +74,9 @@ export async function startRoutedApp(
     baseUrl: watchV1Answers(`http://127.0.0.1:${app.httpPort ?? 0}`),
     grpcAddress: `127.0.0.1:${app.grpcPort}`,
     router: delivery.router,
+    onReport: (listener) => {
+      delivery.onReport(listener);
+    },
     routes,
     stats,
     refresh,

@@ -22,12 +22,12 @@ import {
 /** Target is whom a verification is for. */
 export interface Target {
   /**
-   * `phone_number` (the only type this service verifies; `email_address` is refused with
-   * `email_verification_not_allowed`). A string rather than an enum so that the JSON value is
-   * the original API's.
+   * `phone_number`, or `email_address` when the account allows `email` among its channels
+   * (else `email_verification_not_allowed`). A string rather than an enum so that the JSON value
+   * is the original API's.
    */
   type: string;
-  /** An E.164 phone number, for example `+33612345678`. */
+  /** An E.164 phone number, for example `+33612345678`, or an email address. */
   value: string;
 }
 
@@ -81,9 +81,15 @@ export interface Options {
     | undefined;
   /** Webhook address (http or https) for this verification's events. */
   callbackUrl: string;
-  /** `auto` or `message` (both send an SMS); `voice` is refused. */
+  /**
+   * `auto`, `message`, or `voice`: a call speaking the code comes first (the account must allow
+   * `voice` and a voice provider be configured, else `channel_not_enabled_in_region`).
+   */
   method: string;
-  /** `sms` (the only channel this service sends on); other channels are refused. */
+  /**
+   * `sms`, `whatsapp` or `voice`: the channel to start on, one the account allows and a provider
+   * serves; the account's other channels follow. Any other is `channel_not_enabled_in_region`.
+   */
   preferredChannel: string;
   /** A code chosen by the caller: refused (`custom_code_not_allowed`). */
   customCode: string;
@@ -135,7 +141,10 @@ export interface CreateVerificationResponse {
    * sent) or `blocked` (nothing was sent; `reason` says why).
    */
   status: string;
-  /** How the code travels: `message`. */
+  /**
+   * How the code travels: `voice` when a call comes first, `email` for an email address, else
+   * `message`.
+   */
   method: string;
   /**
    * Why the verification was blocked, when it was: `repeated_attempts` (a limit on the number,
@@ -145,7 +154,10 @@ export interface CreateVerificationResponse {
   reason?:
     | string
     | undefined;
-  /** The channels in the order they are used: `sms`. */
+  /**
+   * The channels planned, in the order the code falls back through them (`sms`, `whatsapp`,
+   * `voice`; `email` for an email address); empty when blocked.
+   */
   channels: string[];
   /** The metadata given at creation. */
   metadata:
