@@ -227,6 +227,28 @@ describe("ringfence CLI", function () {
     );
   });
 
+  it("sets the channels V2 may use, in fallback order, and refuses bad ones changing nothing (9.3)", async () => {
+    const { customer_uuid: id } = await ok(["accounts", "create", "--name", "Channels"]);
+    expect(await ok(["accounts", "show", String(id)])).to.deep.include({ channels: ["sms"] });
+    expect(await ok(["accounts", "channels", String(id), "whatsapp,sms,voice"])).to.deep.equal({
+      customer_uuid: id,
+      channels: ["whatsapp", "sms", "voice"],
+    });
+    expect(await ok(["accounts", "show", String(id)])).to.deep.include({
+      channels: ["whatsapp", "sms", "voice"],
+    });
+    expect((await ok(["accounts", "channels", String(id), "email"])).channels).to.deep.equal(["email"]);
+    for (const [list, mentions] of [
+      ["sms,fax", 'channel "fax" is not one of sms, whatsapp, voice, email'],
+      ["sms,sms", 'channel "sms" is named twice'],
+      ["", 'channel "" is not one of'],
+    ] as const) {
+      await usage(["accounts", "channels", String(id), list], mentions);
+    }
+    await usage(["accounts", "channels", "7d6a1b0e-5c1f-4c5e-9f59-3d1b4f3c2a10", "sms"], "no account");
+    expect(await ok(["accounts", "show", String(id)])).to.deep.include({ channels: ["email"] });
+  });
+
   it("imports lookup data that lookups then return", async () => {
     const created = await ok(["accounts", "create", "--name", "Cnam", "--cnam"]);
     const file = join(dir, "numbers.csv");

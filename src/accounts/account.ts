@@ -5,6 +5,16 @@ export type AccountStatus = (typeof ACCOUNT_STATUSES)[number];
 
 export const ACCOUNT_FEATURES = ["cnam"] as const;
 
+/**
+ * The channels an account may send codes through (docs/v2-api.md#channels), in the order it falls
+ * back: a V2 verification starts on the preferred one, else the first, then takes the others in
+ * turn. `email` serves email targets only; V1 sends SMS whatever the account allows.
+ */
+export const ACCOUNT_CHANNELS = ["sms", "whatsapp", "voice", "email"] as const;
+export type AccountChannel = (typeof ACCOUNT_CHANNELS)[number];
+/** The channels of an account that never chose: SMS, as before channels existed. */
+export const DEFAULT_CHANNELS: readonly AccountChannel[] = ["sms"];
+
 /** The `secret_ref` kind of the webhook streams an account's secret signs (`account:<customer_uuid>`). */
 export const ACCOUNT_SECRET_KIND = "account";
 export type AccountFeature = (typeof ACCOUNT_FEATURES)[number];
@@ -23,6 +33,8 @@ export interface Account {
   senderIds: string[];
   /** Message variants for `template_id`: template id → language → text with `{code}`. */
   templates: Record<string, Record<string, string>>;
+  /** The channels V2 may send its codes through, in fallback order (at least one). */
+  channels: AccountChannel[];
   createdAt: string;
 }
 

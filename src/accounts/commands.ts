@@ -1,12 +1,14 @@
 /** `ringfence accounts`: the customer accounts of the V1 phone API (docs/cli.md). */
 import { Option, type Command } from "commander";
 import {
+  ACCOUNT_CHANNELS,
   formatMoney,
   MONEY,
   NewAccountInput,
   REGION,
   SENDER_ID,
   UUID,
+  type AccountChannel,
   type StoredAccount,
 } from "./account.js";
 import type { AccountStore } from "./store.js";
@@ -153,8 +155,24 @@ export function accountsCommands(program: Command, open: OpenStores<AccountComma
   });
 
   documented(
+    accounts
+      .command("channels <customer_uuid> <channels>")
+      .description(
+        `set the channels V2 may send an account's codes through, in fallback order: ${ACCOUNT_CHANNELS.join(", ")}, comma separated`,
+      ),
+    "For example `ringfence accounts channels <uuid> whatsapp,sms,voice`: a V2 verification starts on its `preferred_channel` when it is one of them (else on the first), then falls back to the others in this order. `email` serves email targets. Prints {customer_uuid, channels}. An account that never set them has `sms`.",
+  ).action(async (uuid: string, list: string) => {
+    const id = customerUuid(uuid);
+    const channels = accountChannels(list);
+    await open(async (r) => {
+      if (!(await r.accounts.setChannels(id, channels))) throw new UsageError(`no account ${id}`);
+      print({ customer_uuid: id, channels });
+    });
+  });
+
+  documented(
     accounts.command("show <customer_uuid>").description("show an account (never its secrets)"),
-    "Prints {customer_uuid, name, status, balance, spending_limit, features, regions, sender_ids, templates, created_at}.",
+    "Prints {customer_uuid, name, status, balance, spending_limit, features, regions, sender_ids, templates, channels, created_at}.",
   ).action(async (uuid: string) => {
     const id = customerUuid(uuid);
     await open(async (r) => {
@@ -163,6 +181,20 @@ export function accountsCommands(program: Command, open: OpenStores<AccountComma
       print(showAccount(account));
     });
   });
+}
+
+/** A comma list of channels: each known, none twice, at least one. */
+function accountChannels(list: string): AccountChannel[] {
+  const names = list.split(",").map((c) => c.trim().toLowerCase());
+  const out: AccountChannel[] = [];
+  for (const name of names) {
+    if (!(ACCOUNT_CHANNELS as readonly string[]).includes(name)) {
+      throw new UsageError(`channel "${name}" is not one of ${ACCOUNT_CHANNELS.join(", ")}`);
+    }
+    if (out.includes(name as AccountChannel)) throw new UsageError(`channel "${name}" is named twice`);
+    out.push(name as AccountChannel);
+  }
+  return out;
 }
 
 function showAccount(a: StoredAccount) {
@@ -176,6 +208,7 @@ function showAccount(a: StoredAccount) {
     regions: a.regions,
     sender_ids: a.senderIds,
     templates: a.templates,
+    channels: a.channels,
     created_at: a.createdAt,
   };
 }

@@ -5,7 +5,10 @@ import { AccountKeys } from "./keys.js";
 import { newSecret, type Secrets } from "../crypto/secrets.js";
 import { announceChange } from "../redis/watched-cache.js";
 import {
+  ACCOUNT_CHANNELS,
   ACCOUNT_FEATURES,
+  DEFAULT_CHANNELS,
+  type AccountChannel,
   type AccountFeature,
   type AccountStatus,
   type NewAccountInput,
@@ -40,6 +43,8 @@ export interface AccountStore extends AccountReader {
   credit(customerUuid: string, micros: number): Promise<number | undefined>;
   /** Sets one language of a message variant; false for an unknown account. */
   setTemplate(customerUuid: string, templateId: string, language: string, text: string): Promise<boolean>;
+  /** Sets the channels V2 may use, in fallback order; false for an unknown account. */
+  setChannels(customerUuid: string, channels: readonly AccountChannel[]): Promise<boolean>;
 }
 
 export const API_KEY_PURPOSE = "account-api-key";
@@ -76,6 +81,7 @@ export class RedisAccountStore implements AccountStore {
       regions: input.regions,
       senderIds: input.senderIds ?? [],
       templates: {},
+      channels: [...DEFAULT_CHANNELS],
       createdAt: new Date().toISOString(),
       apiKeyHash: this.secrets.hash(API_KEY_PURPOSE, apiKey),
       webhookSecretSealed: this.secrets.encrypt(webhookSecret),
@@ -151,6 +157,7 @@ export class RedisAccountStore implements AccountStore {
       regions: list(h.regions),
       senderIds: list(h.sender_ids),
       templates: JSON.parse(h.templates ?? "{}") as Record<string, Record<string, string>>,
+      channels: channelsOf(h.channels),
       createdAt: h.created_at ?? "",
       apiKeyHash: h.api_key_hash,
       webhookSecretSealed: h.webhook_secret_sealed ?? "",
@@ -172,6 +179,10 @@ export class RedisAccountStore implements AccountStore {
     );
   }
 
+  async setChannels(customerUuid: string, channels: readonly AccountChannel[]): Promise<boolean> {
+    return (await this.update(customerUuid, { op: "channels", value: channels.join(",") })) !== undefined;
+  }
+
   async credit(customerUuid: string, micros: number): Promise<number | undefined> {
     const balance = await this.update(customerUuid, { op: "credit", value: micros });
     return balance === undefined ? undefined : Number(balance);
@@ -180,7 +191,12 @@ export class RedisAccountStore implements AccountStore {
   /** Every change goes through here, so that processes keeping the account drop it at once. */
   private async update(
     customerUuid: string,
-    args: { op: "status" | "credit" | "template"; value: string | number; language?: string; text?: string },
+    args: {
+      op: "status" | "credit" | "template" | "channels";
+      value: string | number;
+      language?: string;
+      text?: string;
+    },
   ): Promise<string | undefined> {
     const { op, value, language, text } = args;
     const argv = { op, value, language, text };
@@ -210,6 +226,14 @@ export async function findByApiKey(
   return account !== undefined && secrets.matches(API_KEY_PURPOSE, apiKey, account.apiKeyHash)
     ? account
     : undefined;
+}
+
+/** The stored channels, those this version knows, in order; none stored: SMS only (DEFAULT_CHANNELS). */
+function channelsOf(v: string | undefined): AccountChannel[] {
+  const known = list(v).filter((c): c is AccountChannel =>
+    (ACCOUNT_CHANNELS as readonly string[]).includes(c),
+  );
+  return known.length === 0 ? [...DEFAULT_CHANNELS] : known;
 }
 
 function list(v: string | undefined): string[] {

@@ -1,6 +1,6 @@
 -- Changes an account only if it exists, so that no command can create a half account.
--- ARGV: op ("status" | "credit" | "template"), its value (the status, the credit in millionths,
--- the template id), and for a template its language and text.
+-- ARGV: op ("status" | "credit" | "template" | "channels"), its value (the status, the credit in
+-- millionths, the template id, the channels comma separated), and for a template its language and text.
 -- Returns {'not_found'} for an unknown account, else {'updated', the new status or balance}.
 local accountKey = KEYS[1]
 local op = ARGV[1]
@@ -16,6 +16,10 @@ if op == 'status' then
 end
 if op == 'credit' then
   return {'updated', tostring(redis.call('HINCRBY', accountKey, 'balance_micros', value))}
+end
+if op == 'channels' then
+  redis.call('HSET', accountKey, 'channels', value)
+  return {'updated', value}
 end
 if op == 'template' then
   local templates = cjson.decode(redis.call('HGET', accountKey, 'templates') or '{}')

@@ -38,6 +38,7 @@ describe("docs/cli.md", function () {
       "accounts resume",
       "accounts credit",
       "accounts template",
+      "accounts channels",
       "accounts show",
       "apps",
       "apps create",
