@@ -39,7 +39,7 @@ export function modules(r: Registry, sweep = true): Module[] {
     webhooks,
     accounts,
     lookupModule(r, accounts),
-    verifyModule(r, { delivery, webhooks, accounts }),
+    verifyModule(r, { delivery, webhooks, accounts, email: messaging.email }),
     fraudModule(r, accounts),
     apps,
     oauth,

@@ -300,6 +300,24 @@ export class FraudEngine {
    * The sources' keys follow sourceLabels(source); the rankings of the send's UTC day are named by
    * engine.lua (fraud_rank_keys).
    */
+  /**
+   * The keys a send the engine does not judge still names (an email code): the tenant's policy in
+   * each place, so that the script's keys stay on the tenant's slot; none is read or written.
+   */
+  unjudgedKeys(tenant: string): FraudSendKeys {
+    const policy = this.keys.policy(tenant);
+    return {
+      policy,
+      all: policy,
+      index: policy,
+      decisions: policy,
+      sent: policy,
+      dests: [],
+      number: policy,
+      sources: [],
+    };
+  }
+
   sendKeys(tenant: string, d: Destination, source: FraudSource = NO_SOURCE): FraudSendKeys {
     const k = this.keys;
     return {

@@ -12,12 +12,19 @@ import type { MessagingSettings } from "../messaging/settings.js";
 import type { OtpSettings } from "../otp/settings.js";
 import type { VerifySettings } from "./settings.js";
 import type { VerifyStore } from "./store.js";
+import type { EmailProvider } from "../messaging/email-provider.js";
 
 /** What verification reads: its own settings, the code policy, the spam rules of lookups, the sender's name. */
 export type VerifyConfig = VerifySettings &
   OtpSettings &
   Pick<LookupSettings, "SPAM_LINE_TYPES" | "SPAM_DISPOSABLE"> &
   Pick<MessagingSettings, "SMS_FROM">;
+
+/** What sends V2 email codes (docs/v2-api.md#email): the session service's provider and its sender. */
+export interface EmailCodes {
+  provider: EmailProvider;
+  config: Pick<MessagingSettings, "EMAIL_FROM">;
+}
 
 export interface VerifyDeps {
   config: VerifyConfig;
@@ -32,9 +39,11 @@ export interface VerifyDeps {
   webhooks: { kick(list: string): Promise<void> };
   /** Checks callback_url: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
   outbound: Pick<OutboundGuard, "checkUrl" | "refusal">;
-  /** Counts what accounts are charged (the spend metric). */
-  metrics: Pick<Metrics, "charged">;
+  /** Counts what accounts are charged (the spend metric), and codes moved to their next channel. */
+  metrics: Pick<Metrics, "charged" | "channelFallback">;
   /** The fraud engine: its keys and arguments ride in the send and retry scripts. */
   fraud: FraudEngine;
+  /** Sends V2 email codes (docs/v2-api.md#email); absent: email targets are refused. */
+  email?: EmailCodes | undefined;
   now?: () => number;
 }

@@ -20,6 +20,8 @@ import type { VerifyDeps } from "./deps.js";
 import { giveBack, holdArgs, unavailable } from "./holds.js";
 import { deliver, kick } from "./delivery.js";
 import { afterUndelivered, UNDELIVERED } from "./undelivered.js";
+import { plannedChannels, plannedField, stagesFor } from "./channels.js";
+import type { Channel } from "../messaging/providers.js";
 import { createdEvent, eventContext } from "./event-records.js";
 import { compactEvent } from "./row.js";
 
@@ -40,6 +42,10 @@ export interface SendRequest {
   callbackUrl: string;
   correlationId: string;
   codeLength: number;
+  /**
+   * V2: the channels its code goes by, in fallback order (docs/v2-api.md#channels); absent: SMS.
+   */
+  channels?: readonly [Channel, ...Channel[]] | undefined;
   /**
    * V2: the uuid the number's target index named when the caller looked ("" for none). The send
    * becomes the running verification only if the index still names it; else `raced`, nothing done.
@@ -72,10 +78,10 @@ export interface RetryOutcome {
 export class VerifyEngine {
   private readonly now: () => number;
   /** Names this instance in the holds it records (for the logs of a recovery). */
-  private readonly owner = randomUUID();
+  readonly owner = randomUUID();
 
   /** The send and retry scripts' settings, in their text: one object, so one script each. */
-  private readonly rules: SendRules;
+  readonly rules: SendRules;
   /** The codes it sends: length, lifetime, checks (src/otp/settings.ts). */
   readonly code: CodePolicy;
 
@@ -101,7 +107,7 @@ export class VerifyEngine {
     };
   }
 
-  private hashCode(auth: string, code: string): string {
+  hashCode(auth: string, code: string): string {
     return hashOtp(this.deps.secrets, auth, code);
   }
 
@@ -156,13 +162,6 @@ export class VerifyEngine {
     const createdAt = new Date(t).toISOString();
     const expiresMs = t + this.code.ttlSeconds * 1000;
     const expiresAt = new Date(expiresMs).toISOString();
-    const price = this.priceFor(phone.countryCode);
-    const shapes = EVENT_SHAPES[req.api];
-    const facts = await this.facts(req.api, authUuid, phone, req.correlationId, price);
-    const ctx = eventContext(facts, expiresAt);
-    const ip = req.ip === "" ? "" : limitSubject(req.ip);
-    const place = sendPlace(account.customerUuid, authUuid, phone, ip, req.deviceId, config, t);
-    const source = { ip: req.ip, deviceId: req.deviceId };
     const sms = {
       to: phone.e164,
       from,
@@ -170,9 +169,17 @@ export class VerifyEngine {
       locale: message.locale,
       reference: `${authUuid}.1`,
     };
-
-    const plan = this.deps.router.plan("sms", destination);
-    const held = holdArgs(this.deps, this.owner, sms, plan);
+    const channels = req.channels ?? ONLY_SMS;
+    const stages = stagesFor(this.deps, channels, destination, sms, code);
+    const [first] = stages;
+    const price = first.price;
+    const shapes = EVENT_SHAPES[req.api];
+    const facts = await this.facts(req.api, authUuid, phone, req.correlationId, price);
+    const ctx = eventContext(facts, expiresAt);
+    const ip = req.ip === "" ? "" : limitSubject(req.ip);
+    const place = sendPlace(account.customerUuid, authUuid, phone, ip, req.deviceId, config, t);
+    const source = { ip: req.ip, deviceId: req.deviceId };
+    const held = holdArgs(this.deps, this.owner, first.sms, first.plan);
     const {
       status,
       refusedBy,
@@ -209,6 +216,9 @@ export class VerifyEngine {
             callbackUrl: req.callbackUrl,
             priceMicros: price,
             codeLength: req.codeLength,
+            channels: plannedField(channels),
+            // The next channel's message is made from the code (docs/v2-api.md#fallback).
+            codeSealed: channels.length > 1 ? this.deps.secrets.encrypt(code) : "",
             signals: req.signals,
           },
           created: createdEvent(shapes, facts, createdAt, expiresAt, ctx),
@@ -227,16 +237,17 @@ export class VerifyEngine {
     if (refusedBy !== undefined) call.noteRefusal(refusedBy);
 
     if (status === "pending") {
-      await deliver(
+      const { stage } = await deliver(
         this.deps,
-        { hold: store.holdOf(place, sms.reference, "send"), held, sms, plan },
+        { hold: store.holdOf(place, sms.reference, "send"), held, stages },
         1,
-        shapes.sent(facts, 1, "send", new Date(this.now()).toISOString()),
+        (by) =>
+          shapes.sent({ ...facts, priceMicros: by.price }, 1, "send", new Date(this.now()).toISOString()),
         ctx,
         call,
       );
       // Settled: the provider took the message, so the charge stands.
-      this.deps.metrics.charged(phone.countryCode, price);
+      this.deps.metrics.charged(phone.countryCode, stage.price);
     }
     if (req.callbackUrl !== "") {
       await kick(this.deps, store.authKeys(account.customerUuid, authUuid).events, call.log);
@@ -269,7 +280,6 @@ export class VerifyEngine {
       appRealm: auth.appRealm === "" ? undefined : auth.appRealm,
     });
     const attempt = auth.attempts + 1;
-    const price = this.priceFor(phone.countryCode);
     const place = sendPlace(account.customerUuid, authUuid, phone, "", "", config, t);
     const { fraud } = this.deps;
     const destination = await fraud.destinationOf(phone);
@@ -280,13 +290,17 @@ export class VerifyEngine {
       locale: message.locale,
       reference: `${authUuid}.${attempt}`,
     };
-    // A retry goes first to another provider than the one that carried the attempt before it.
-    const plan = this.deps.router.plan(
-      "sms",
-      destination,
-      auth.carriedBy === "" ? undefined : auth.carriedBy,
-    );
-    const held = holdArgs(this.deps, this.owner, sms, plan);
+    // A retry goes by the channel the verification is on now, then falls back through those after
+    // it (docs/v2-api.md#fallback); first to another provider than the one that carried the
+    // attempt before it.
+    const planned = plannedChannels(auth.channels);
+    const from = Math.max(0, planned.indexOf((auth.channel || planned[0]) as Channel));
+    const channels = planned.slice(from) as [Channel, ...Channel[]];
+    const avoid = auth.carriedBy === "" ? undefined : auth.carriedBy;
+    const stages = stagesFor(this.deps, channels, destination, sms, code, avoid);
+    const [first] = stages;
+    const price = first.price;
+    const held = holdArgs(this.deps, this.owner, first.sms, first.plan);
     const r = await store
       .retry(
         place,
@@ -298,6 +312,7 @@ export class VerifyEngine {
           price,
           member: `${authUuid}:${attempt}`,
           fraud: fraud.sendArgs(auth.api, destination, t, account.customerUuid),
+          codeSealed: planned.length > 1 ? this.deps.secrets.encrypt(code) : undefined,
         },
         held,
         fraud.sendKeys(account.customerUuid, destination),
@@ -309,15 +324,21 @@ export class VerifyEngine {
     if (r.refusedBy !== undefined) call.noteRefusal(r.refusedBy);
     if (r.status === "approved") {
       const facts = await this.facts(auth.api, authUuid, phone, auth.correlationId, price);
-      const hooked = await deliver(
+      const { hooked, stage } = await deliver(
         this.deps,
-        { hold: store.holdOf(place, sms.reference, "retry"), held, sms, plan },
+        { hold: store.holdOf(place, sms.reference, "retry"), held, stages },
         attempt,
-        EVENT_SHAPES[auth.api].sent(facts, attempt, "retry", new Date(this.now()).toISOString()),
+        (by) =>
+          EVENT_SHAPES[auth.api].sent(
+            { ...facts, priceMicros: by.price },
+            attempt,
+            "retry",
+            new Date(this.now()).toISOString(),
+          ),
         eventContext(facts, auth.expiresAt),
         call,
       );
-      this.deps.metrics.charged(phone.countryCode, price);
+      this.deps.metrics.charged(phone.countryCode, stage.price);
       if (hooked) await kick(this.deps, store.authKeys(account.customerUuid, authUuid).events, call.log);
     }
     return { status: r.status, retries: r.retries, nextRetryAtMs: r.nextRetryAtMs, refusedBy: r.refusedBy };
@@ -355,7 +376,11 @@ export class VerifyEngine {
     const only =
       this.deps.router.providers.length === 1 ? this.deps.router.providers[0]?.spec.name : undefined;
     const by = carried ?? only;
-    if (by !== undefined && phone !== undefined) this.deps.router.verified("sms", by, phone);
+    // An email's code went by no delivery provider (docs/v2-api.md#email).
+    if (by !== undefined && phone !== undefined && !phone.includes("@")) {
+      const channel = this.deps.router.provider(by.split(" ")[0] ?? "")?.spec.channel ?? "sms";
+      this.deps.router.verified(channel, by, phone);
+    }
     if (phone !== undefined) await this.converted(api, account.customerUuid, phone);
     return status;
   }
@@ -381,16 +406,25 @@ export class VerifyEngine {
     // Refunded (and re-sent) first, itself once however often it is reported: a report answered
     // with an error comes again, and finds the refund still to do.
     if (UNDELIVERED.has(receipt.state)) await afterUndelivered(this.deps, provider, owner, phone, this.now());
+    // Delivered in time: a WhatsApp message no longer falls back (docs/v2-api.md#fallback).
+    if (receipt.state === "delivered" && owner.channel === "whatsapp") {
+      await store.cancelFallback({ ...owner, channel: owner.channel });
+    }
     // A repeated report changes nothing more.
     if (!(await store.reportOnce(owner.customer, owner.auth, owner, receipt.state))) return;
-    const facts = await this.facts(known.api, owner.auth, phone, known.correlationId, known.priceMicros);
-    this.deps.router.reported("sms", provider, phone.countryCode, owner.route ?? "default", receipt.state);
+    const price = owner.price ?? known.priceMicros;
+    const facts = await this.facts(known.api, owner.auth, phone, known.correlationId, price);
+    const channel = this.deps.router.provider(provider)?.spec.channel ?? "sms";
+    this.deps.router.reported(channel, provider, phone.countryCode, owner.route ?? "default", receipt.state);
     const event = EVENT_SHAPES[known.api].receipt(facts, owner.attempt, receipt);
     const compact = compactEvent(event, eventContext(facts, ""));
     const { hooked } = await store.appendEvent(owner.customer, owner.auth, event, compact);
     if (hooked) await kick(this.deps, store.authKeys(owner.customer, owner.auth).events, this.deps.log);
   }
 }
+
+/** The channels of a send that names none: SMS, as V1 and V2 before channels. */
+const ONLY_SMS: readonly [Channel] = ["sms"];
 
 export function unknownAuthentication(): RingfenceError {
   return new RingfenceError(

@@ -114,7 +114,8 @@ const randomId = (prefix: string) => `${prefix}_${randomBytes(13).toString("hex"
 function v2Common(f: EventFacts) {
   return {
     verification_id: verificationId(f.authUuid),
-    target: { type: "phone_number", value: f.phone },
+    // An email verification keeps its address where a number's keeps the number.
+    target: { type: f.phone.includes("@") ? "email_address" : "phone_number", value: f.phone },
     price: { amount: f.priceMicros / 1_000_000, currency: f.currency },
     ...(f.network === undefined || f.network.mcc === ""
       ? {}

@@ -192,7 +192,9 @@ export class HoldStore {
 
   /**
    * Names the next provider of the route in the hold, giving it until `until`, while the hold is
-   * still its owner's (its deadline is still `deadline`); false when a recovery claimed it or it is gone.
+   * still its owner's (its deadline is still `deadline`); with `change`, the next channel's message
+   * and price, the difference charged or refunded (move-hold.lua). `left` when a recovery claimed
+   * it or it is gone; `poor` when the balance does not cover a dearer channel (nothing changed).
    */
   async moveHold(
     hold: Hold,
@@ -200,21 +202,33 @@ export class HoldStore {
     until: number,
     provider: string,
     route: string,
-  ): Promise<boolean> {
-    const keys = { holds: this.keys.holds(hold.customer), hold: this.keys.hold(hold.customer, hold.id) };
+    change?: { channel: string; price: number; sealed: string },
+  ): Promise<"moved" | "left" | "poor"> {
+    const now = Date.now();
+    const keys = {
+      holds: this.keys.holds(hold.customer),
+      hold: this.keys.hold(hold.customer, hold.id),
+      account: this.keys.accounts.account(hold.customer),
+      spend: this.keys.accounts.spend(hold.customer, new Date(now).toISOString().slice(0, 7)),
+    };
     const [status] = (await scripts.moveHold.run(this.redis, keys, {
       holdId: hold.id,
       deadline,
       later: until,
       provider,
       route,
+      channel: change?.channel ?? "",
+      price: change?.price ?? 0,
+      sealed: change?.sealed ?? "",
     })) as [string];
-    return status === "moved";
+    return status === "moved" || status === "poor" ? status : "left";
   }
 
   /**
    * A message of attempt `attempt` reported undelivered or rejected: refunded once; `resend` with
-   * its sealed message when it may be sent once more (see undelivered.lua).
+   * its sealed message when it may be sent once more; for a message of several channels (`priced`:
+   * its channel and price), `fallback` with the next channel and the sealed code when the
+   * verification has one (see undelivered.lua).
    */
   async undelivered(
     customer: string,
@@ -222,28 +236,89 @@ export class HoldStore {
     attempt: number,
     resent: boolean,
     now: number,
+    priced?: { channel: string; price: number },
   ): Promise<
     | { status: "resend"; price: number; sealed: string }
+    | { status: "fallback"; price: number; channel: string; sealed: string }
     | { status: "refunded" | "repeat" | "gone"; price: number }
   > {
     const keys = this.moneyKeys(customer, auth, now);
-    const [status, price, sealed] = (await scripts.undelivered.run(this.redis, keys, {
+    const [status, price, a, b] = (await scripts.undelivered.run(this.redis, keys, {
       attempt,
       resent: resent ? "1" : "0",
       now,
-    })) as [string, number | undefined, string | undefined];
-    if (status === "resend") return { status, price: Number(price), sealed: sealed ?? "" };
+      channel: priced?.channel ?? "",
+      own: priced?.price ?? 0,
+    })) as [string, number | undefined, string | undefined, string | undefined];
+    if (status === "resend") return { status, price: Number(price), sealed: a ?? "" };
+    if (status === "fallback") return { status, price: Number(price), channel: a ?? "", sealed: b ?? "" };
     return { status: status as "refunded" | "repeat" | "gone", price: price ?? 0 };
+  }
+
+  /**
+   * Moves attempt `attempt` of a verification on from channel `from` (its message not reported
+   * delivered in time): the next channel and the sealed code, once; undefined when it has none, the
+   * code was checked or replaced, or it already moved (next-channel.lua).
+   */
+  async nextChannel(
+    customer: string,
+    auth: string,
+    attempt: number,
+    from: string,
+    now: number,
+  ): Promise<{ channel: string; sealed: string } | undefined> {
+    const [status, channel, sealed] = (await scripts.nextChannel.run(
+      this.redis,
+      { auth: this.keys.auth(customer, auth).auth },
+      { attempt, from, now },
+    )) as [string, string?, string?];
+    return status === "next" ? { channel: channel ?? "", sealed: sealed ?? "" } : undefined;
+  }
+
+  /**
+   * Names the provider (and route) that carried a message sent after its attempt's first, as a
+   * commit does for the first: a right code counts for it (docs/routing.md#insights).
+   */
+  async noteCarrier(customer: string, auth: string, provider: string, route: string): Promise<void> {
+    await scripts.reportOnce.run(
+      this.redis,
+      { auth: this.keys.auth(customer, auth).auth },
+      { field: "dp", state: route === "default" ? provider : `${provider} ${route}` },
+    );
+  }
+
+  /** Schedules `entry`'s fall back to its next channel at `dueMs` (docs/v2-api.md#fallback). */
+  async scheduleFallback(entry: FallbackEntry, dueMs: number): Promise<void> {
+    await this.redis.zadd(this.keys.fallbacks(), dueMs, fallbackMember(entry));
+  }
+
+  /** Drops `entry`'s scheduled fall back (its message was reported delivered). */
+  async cancelFallback(entry: FallbackEntry): Promise<void> {
+    await this.redis.zrem(this.keys.fallbacks(), fallbackMember(entry));
+  }
+
+  /** Up to `limit` fall backs due at `now`, earliest first. */
+  async dueFallbacks(now: number, limit: number): Promise<FallbackEntry[]> {
+    const members = await this.redis.zrangebyscore(this.keys.fallbacks(), "-inf", now, "LIMIT", 0, limit);
+    return members.flatMap((m) => {
+      const [customer = "", auth = "", attempt = "", channel = ""] = m.split(" ");
+      return channel === "" ? [] : [{ customer, auth, attempt: Number(attempt), channel }];
+    });
+  }
+
+  /** Takes a due fall back for this instance: true for the one instance whose ZREM removed it. */
+  async takeFallback(entry: FallbackEntry): Promise<boolean> {
+    return (await this.redis.zrem(this.keys.fallbacks(), fallbackMember(entry))) === 1;
   }
 
   /** Notes a report of `state` for a message; false when it repeats one already noted (nothing to do). */
   async reportOnce(
     customer: string,
     auth: string,
-    ref: { attempt: number; resend?: boolean },
+    ref: { attempt: number; resend?: boolean; channel?: string },
     state: string,
   ): Promise<boolean> {
-    const field = `k${ref.attempt}${ref.resend === true ? "r" : ""}`;
+    const field = `k${ref.attempt}${ref.resend === true ? "r" : ""}${ref.channel ?? ""}`;
     const [fresh] = (await scripts.reportOnce.run(
       this.redis,
       { auth: this.keys.auth(customer, auth).auth },
@@ -252,15 +327,23 @@ export class HoldStore {
     return fresh === "new";
   }
 
-  /** Charges an accepted re-send the price its undelivered message was refunded. */
+  /**
+   * Charges an accepted message after its attempt's first once: a re-send (the price its
+   * undelivered message was refunded), or the code's message on channel `channel` (its price).
+   */
   async chargeResend(
     customer: string,
     auth: string,
     attempt: number,
     price: number,
     now: number,
+    channel?: string,
   ): Promise<void> {
-    await scripts.chargeResend.run(this.redis, this.moneyKeys(customer, auth, now), { attempt, price });
+    await scripts.chargeResend.run(this.redis, this.moneyKeys(customer, auth, now), {
+      attempt,
+      price,
+      mark: channel === undefined ? "" : `c${attempt}${channel}`,
+    });
   }
 
   private moneyKeys(
@@ -275,3 +358,14 @@ export class HoldStore {
     };
   }
 }
+
+/** A message waiting to be reported delivered, or else to fall back to the next channel. */
+export interface FallbackEntry {
+  customer: string;
+  auth: string;
+  attempt: number;
+  /** The channel the message went by. */
+  channel: string;
+}
+
+const fallbackMember = (e: FallbackEntry) => `${e.customer} ${e.auth} ${e.attempt} ${e.channel}`;

@@ -212,6 +212,9 @@ export class HoldRecovery {
     if (hold === undefined) return false;
     // Only the provider the hold names may have the message: it alone is asked again.
     const named = hold.provider === undefined || hold.provider === "" ? undefined : hold.provider;
+    // An email code's hold (src/verify/email.ts): nothing was charged, and the email provider is
+    // not asked twice; the verification is taken back as for any message whose answer is unknown.
+    if (named === "email") return store.resolveHold(hold, "release");
     const provider = named === undefined ? this.o.sms.providers[0] : this.o.sms.provider(named);
     if (provider === undefined) {
       log.error("held message's provider is not configured any more; refunding", {

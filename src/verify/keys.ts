@@ -109,6 +109,15 @@ export class VerifyKeys {
     return this.keys.key("smsref", providerId);
   }
 
+  /**
+   * The V2 codes waiting to fall back to their next channel unless their message is reported
+   * delivered first (docs/v2-api.md#fallback): one sorted set, outside any customer's slot, of
+   * `<customer> <auth> <attempt> <channel>` by when each falls back, so that any instance finds them.
+   */
+  fallbacks(): string {
+    return this.keys.key("fallbacks", "due");
+  }
+
   /** The feedback recorded on one number of a customer. */
   feedback(customer: string, phone: string): string {
     return this.keys.key("fb", customer, phone);

@@ -8,15 +8,19 @@ import { v1ServiceOptions } from "../v1/deprecation.js";
 import type { WebhooksModule } from "../webhooks/module.js";
 import { bodyCustomerUuid } from "../accounts/authenticate.js";
 import { HoldRecovery } from "./holds.js";
+import { FallbackWorker } from "./fallback.js";
 import { verifyHandlers, VerifyEngine } from "./service.js";
 import { VERIFICATION_V2, VERIFY_V1 } from "./surface.js";
 import { verificationHandlers } from "./v2.js";
 import type { VerifyDeps } from "./deps.js";
+import type { MessagingSettings } from "../messaging/settings.js";
 import type { VerifyStore } from "./store.js";
+import type { EmailProvider } from "../messaging/email-provider.js";
 
 /** What the verify module takes of the process (src/registry.ts gives it). */
 export interface VerifyNeeds extends Pick<SharedParts, "log" | "secrets" | "outbound" | "metrics"> {
   config: VerifyDeps["config"] &
+    Pick<MessagingSettings, "EMAIL_FROM"> &
     ConstructorParameters<typeof HoldRecovery>[0]["config"] &
     Parameters<typeof v1ServiceOptions>[0];
   accounts: VerifyDeps["accounts"];
@@ -32,7 +36,7 @@ export interface VerifyNeeds extends Pick<SharedParts, "log" | "secrets" | "outb
  */
 export function verifyModule(
   r: VerifyNeeds,
-  d: { delivery: DeliveryModule; webhooks: WebhooksModule; accounts: AccountsModule },
+  d: { delivery: DeliveryModule; webhooks: WebhooksModule; accounts: AccountsModule; email: EmailProvider },
 ): Module {
   const engine = new VerifyEngine({
     config: r.config,
@@ -46,6 +50,7 @@ export function verifyModule(
     outbound: r.outbound,
     metrics: r.metrics,
     fraud: r.fraud,
+    email: { provider: d.email, config: r.config },
   });
   for (const provider of d.delivery.router.providers) {
     provider.onReceipt((receipt) => {
@@ -65,6 +70,7 @@ export function verifyModule(
     secrets: r.secrets,
     log: r.log,
   });
+  const fallbacks = new FallbackWorker(engine.deps);
   return {
     name: "verify",
     bindings: [
@@ -88,6 +94,14 @@ export function verifyModule(
         },
         // Settlements of held charges that Redis did not take yet are retried until now.
         close: () => holds.close().catch(() => undefined),
+      },
+      {
+        // WhatsApp codes not reported delivered in time, scheduled by any instance (docs/v2-api.md#fallback).
+        singleton: true,
+        start: () => {
+          fallbacks.start();
+        },
+        close: () => fallbacks.close(),
       },
     ],
   };

@@ -60,7 +60,7 @@ local function give_back_retry(row, n)
   if tonumber(r[6] or '0') > 0 then redis.call('HINCRBY', row, 'retries', -1) end
 end
 
-local h = redis.call('HMGET', holdKey, 'price', 'member', 'kind', 'sealed', 'provider', 'route')
+local h = redis.call('HMGET', holdKey, 'price', 'member', 'kind', 'sealed', 'provider', 'route', 'channel')
 if not h[1] then
   redis.call('ZREM', holdsKey, holdId)
   return {'gone'}
@@ -91,6 +91,11 @@ else
   -- With several providers (a hold names one), its sealed message is kept beside the row while
   -- its code is the one to check and lives, for one re-send should it be reported undelivered
   -- (undelivered.lua reads `<auth>:msg`).
+  -- A message that fell back to another channel (docs/v2-api.md#fallback): the verification goes
+  -- on from that channel, its retries too.
+  if h[7] and redis.call('EXISTS', authKey) == 1 then
+    redis.call('HSET', authKey, 'chn', h[7])
+  end
   if h[5] and h[5] ~= '' and redis.call('EXISTS', authKey) == 1 then
     redis.call('HSET', authKey, 'dp', (h[6] or 'default') == 'default' and h[5] or (h[5] .. ' ' .. h[6]))
     local row = redis.call('HMGET', authKey, 'code_attempt', 'attempts', 'expires_at_ms')

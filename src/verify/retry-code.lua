@@ -3,7 +3,7 @@
 -- KEYS: 1 account, 2 month spend, 3 auth, 4 per-number window, 5 per-account window,
 --       6 the customer's holds, 7 this retry's hold, 8 the fraud engine's policy key, then the
 --       number's and the sources' (fraudTail in src/fraud/engine.ts; engine.lua fraud_keys names the others)
--- ARGV[1]: JSON {now, attempt, codeHash, price, member, fraud, hold}, hold.release the keys a
+-- ARGV[1]: JSON {now, attempt, codeHash, price, member, fraud, hold, codeSealed?}, hold.release the keys a
 -- release needs (JSON, hold-store.ts releaseKeys); CONFIG: the fixed settings (SendRules in
 -- src/verify/scripts.ts: maxRetries, retryIntervalMs, limits, fraud), in the script's text:
 -- `attempt` is the number the caller gave this retry's message (its reference `<auth>.<attempt>`),
@@ -29,8 +29,13 @@ local fraudPolicyKey = KEYS[8]
 local fraudTailKeys = { unpack(KEYS, 9) }
 local args = cjson.decode(ARGV[1])
 local now = args.now
-args.fraud.rules = CONFIG.fraud
-local fraudKeys = fraud_keys(fraudPolicyKey, fraudTailKeys, args.fraud)
+-- An email code costs nothing: the fraud engine does not judge it (`fraud` false).
+local judged = args.fraud ~= false
+local fraudKeys = nil
+if judged then
+  args.fraud.rules = CONFIG.fraud
+  fraudKeys = fraud_keys(fraudPolicyKey, fraudTailKeys, args.fraud)
+end
 if hold_stale(args.hold) then return {'stale', 0, 0} end
 -- A replay of this retry (ioredis re-sends unanswered commands after a reconnect), or a
 -- concurrent retry of the same attempt: charge nothing again; the hold is recovery's.
@@ -61,7 +66,7 @@ local attempts = tonumber(h[7] or '1')
 if args.attempt ~= attempts + 1 then return {'stale', 0, 0} end
 
 -- The fraud engine judges the new message like a first one (docs/fraud.md#how-it-decides).
-local fraud = fraud_judge(fraudKeys, args.fraud)
+local fraud = judged and fraud_judge(fraudKeys, args.fraud) or {false, false}
 if fraud[1] == 'block' then
   return {'spam_detected', retries, next_at, 'FRAUD_' .. string.upper(fraud[2]), fraud[1], fraud[2]}
 end
@@ -71,13 +76,16 @@ if account[1] == 'suspended' then return {'refused', 'suspended_account'} end
 local spent = tonumber(redis.call('GET', spendKey) or '0')
 if (tonumber(account[2]) or 0) - args.price < 0 then return {'refused', 'negative_balance'} end
 if spent + args.price > (tonumber(account[3]) or 0) then return {'refused', 'spending_limit_exceeded'} end
-redis.call('HINCRBY', accountKey, 'balance_micros', -args.price)
-redis.call('INCRBY', spendKey, args.price)
-redis.call('EXPIRE', spendKey, 40 * 86400)
+-- A free message (an email code) changes no balance: Lua would write -0, which Redis refuses.
+if args.price > 0 then
+  redis.call('HINCRBY', accountKey, 'balance_micros', -args.price)
+  redis.call('INCRBY', spendKey, args.price)
+  redis.call('EXPIRE', spendKey, 40 * 86400)
+end
 window_record(numberWindowKey, CONFIG.limits.number, now, args.member)
 window_record(accountWindowKey, CONFIG.limits.account, now, args.member)
 hold_record(holdsKey, holdKey, args.hold, args.price, args.member, 'retry', args.hold.release)
-fraud_count(fraudKeys.all, fraudKeys.index, fraudKeys.sent, fraudKeys.dests, args.fraud, 'sent')
+if judged then fraud_count(fraudKeys.all, fraudKeys.index, fraudKeys.sent, fraudKeys.dests, args.fraud, 'sent') end
 
 local next_retry = now + CONFIG.retryIntervalMs
 redis.call('HSET', authKey, 'code_hash', args.codeHash, 'code_attempt', tostring(args.attempt),
@@ -86,4 +94,8 @@ redis.call('HSET', authKey, 'code_hash', args.codeHash, 'code_attempt', tostring
 -- Written by earlier versions, meaningless once another code replaced theirs.
 redis.call('HDEL', authKey, 'prev_code_hash', 'prev_next_retry_at_ms')
 redis.call('HINCRBY', authKey, 'retries', 1)
+-- With several channels planned, its code sealed for the next channel's message (docs/v2-api.md#fallback).
+if args.codeSealed and args.codeSealed ~= '' then
+  redis.call('HSET', authKey, 'sc' .. args.attempt, args.codeSealed)
+end
 return {'approved', retries + 1, next_retry, false, fraud[1], fraud[2]}

@@ -27,6 +27,13 @@ export interface RowFacts {
   priceMicros: number;
   /** Digits of its codes (V2 `code_size`; V1 the service's OTP_LENGTH). */
   codeLength: number;
+  /** The channels planned, in fallback order, comma separated; "" for SMS alone (channels.ts). */
+  channels?: string | undefined;
+  /**
+   * With several channels planned, the first code sealed, for the next channel's message ("" else);
+   * a retry's is `sc<attempt>` (retry-code.lua).
+   */
+  codeSealed?: string | undefined;
   signals: {
     ip: string;
     deviceId: string;
@@ -48,6 +55,8 @@ export interface RowState {
   nextRetryAtMs: number;
   /** The provider that carried the last message accepted ('' when not known). */
   carriedBy?: string;
+  /** The channel its messages go by now: the first planned until one fell back ('' for the first). */
+  channel?: string;
 }
 
 /** Short names of the fields only the service reads (the compact format). */
@@ -62,6 +71,8 @@ const SHORT = {
   callbackUrl: "u",
   priceMicros: "m",
   codeLength: "n",
+  channels: "ch",
+  codeSealed: "sc1",
   ip: "i",
   deviceId: "d",
   deviceType: "dt",
@@ -102,6 +113,8 @@ export function encodeRow(a: RowFacts): Record<string, string> {
     [SHORT.callbackUrl]: a.callbackUrl,
     [SHORT.priceMicros]: a.priceMicros === 0 ? "" : String(a.priceMicros),
     [SHORT.codeLength]: a.codeLength === 0 ? "" : String(a.codeLength),
+    [SHORT.channels]: a.channels ?? "",
+    [SHORT.codeSealed]: a.codeSealed ?? "",
     [SHORT.ip]: s.ip,
     [SHORT.deviceId]: s.deviceId,
     [SHORT.deviceType]: s.deviceType,
@@ -148,6 +161,7 @@ export function decodeRow(
       attempts: n(h.attempts),
       nextRetryAtMs: n(h.next_retry_at_ms),
       carriedBy: (h.dp ?? "").split(" ")[0] ?? "",
+      channel: h.chn ?? "",
       correlationId: h.correlation_id ?? "",
       locale: field("locale", SHORT.locale),
       templateId: field("template_id", SHORT.templateId),
@@ -156,6 +170,8 @@ export function decodeRow(
       callbackUrl: field("callback_url", SHORT.callbackUrl),
       priceMicros: n(field("price_micros", SHORT.priceMicros) || undefined),
       codeLength: n(field("code_length", SHORT.codeLength) || undefined),
+      channels: h[SHORT.channels] ?? "",
+      codeSealed: h[SHORT.codeSealed] ?? "",
       signals: {
         ip: field("ip", SHORT.ip),
         deviceId: field("device_id", SHORT.deviceId),
@@ -290,6 +306,12 @@ export interface MessageRef {
   route?: string;
   /** The message is the one re-send of an attempt reported undelivered. */
   resend?: boolean;
+  /**
+   * Of a verification with several channels: the message's channel and price (millionths), which a
+   * report of it undelivered refunds (absent: SMS, at the row's price).
+   */
+  channel?: string;
+  price?: number;
 }
 
 /**
@@ -304,19 +326,23 @@ export function encodeMessageRef(ref: MessageRef): string {
   const both = Buffer.concat([Buffer.from(c, "base64url"), Buffer.from(a, "base64url")]);
   // The default route is the one a reference names by naming none.
   const route = ref.route === undefined || ref.route === "default" ? "" : `/${ref.route}`;
-  return `${both.toString("base64url")}${ref.attempt}${ref.resend === true ? "r" : ""}${route}`;
+  const priced = ref.channel === undefined ? "" : `!${ref.channel}:${ref.price ?? 0}`;
+  return `${both.toString("base64url")}${ref.attempt}${ref.resend === true ? "r" : ""}${route}${priced}`;
 }
 
 export function decodeMessageRef(v: string): MessageRef {
   if (v.startsWith("{")) return JSON.parse(v) as MessageRef;
   const both = Buffer.from(v.slice(0, 43), "base64url");
-  const [attempt = "", route] = v.slice(43).split("/");
+  const [placed = "", priced] = v.slice(43).split("!");
+  const [attempt = "", route] = placed.split("/");
+  const [channel, price] = priced?.split(":") ?? [];
   return {
     customer: unpackUuid(both.subarray(0, 16).toString("base64url")),
     auth: unpackUuid(both.subarray(16, 32).toString("base64url")),
     attempt: Number(attempt.replace(/r$/, "")),
     ...(route === undefined ? {} : { route }),
     ...(attempt.endsWith("r") ? { resend: true } : {}),
+    ...(channel === undefined ? {} : { channel, price: Number(price ?? "0") }),
   };
 }
 

@@ -71,14 +71,25 @@ export const appendEvent = defineScript({
 
 export const moveHold = defineScript({
   file: file("move-hold"),
-  keys: ["holds", "hold"],
-  argv: ["holdId", "deadline", "later", "provider", "route"],
+  keys: ["holds", "hold", "account", "spend"],
+  argv: ["holdId", "deadline", "later", "provider", "route", "channel", "price", "sealed"],
 });
+
+/** The next channel of a V2 code (docs/v2-api.md#fallback), prepended to the scripts that take it. */
+const CHANNELS_LIBRARY = new URL("./channels.lua", import.meta.url);
 
 export const undelivered = defineScript({
   file: file("undelivered"),
+  libraries: [CHANNELS_LIBRARY],
   keys: ["auth", "account", "spend"],
-  argv: ["attempt", "resent", "now"],
+  argv: ["attempt", "resent", "now", "channel", "own"],
+});
+
+export const nextChannel = defineScript({
+  file: file("next-channel"),
+  libraries: [CHANNELS_LIBRARY],
+  keys: ["auth"],
+  argv: ["attempt", "from", "now"],
 });
 
 export const reportOnce = defineScript({
@@ -90,7 +101,7 @@ export const reportOnce = defineScript({
 export const chargeResend = defineScript({
   file: file("charge-resend"),
   keys: ["auth", "account", "spend"],
-  argv: ["attempt", "price"],
+  argv: ["attempt", "price", "mark"],
 });
 
 export const holdIndex = defineScript({

@@ -37,8 +37,13 @@ local now = args.now
 local limits, spam = CONFIG.limits, CONFIG.spam
 -- The first message of the authentication in the windows (a retry's is '<auth>:<attempt>').
 local member = args.authUuid .. ':1'
-args.fraud.rules = CONFIG.fraud
-local fraudKeys = fraud_keys(fraudPolicyKey, fraudTailKeys, args.fraud)
+-- An email code costs nothing: the fraud engine does not judge it (`fraud` false, docs/v2-api.md#email).
+local judged = args.fraud ~= false
+local fraudKeys = nil
+if judged then
+  args.fraud.rules = CONFIG.fraud
+  fraudKeys = fraud_keys(fraudPolicyKey, fraudTailKeys, args.fraud)
+end
 if hold_stale(args.hold) then return {'stale'} end
 -- A replay of a send that already ran (ioredis re-sends unanswered commands after a reconnect):
 -- answer what it decided, charge nothing again.
@@ -82,7 +87,7 @@ if status == 'pending' then
 end
 -- The fraud engine judges what the static rules let through (docs/fraud.md#how-it-decides).
 local fraud = nil
-if status == 'pending' then
+if status == 'pending' and judged then
   fraud = fraud_judge(fraudKeys, args.fraud)
   if fraud[1] == 'block' then
     status = 'spam_detected'
@@ -96,9 +101,12 @@ if status == 'pending' then
   local spent = tonumber(redis.call('GET', spendKey) or '0')
   if balance - args.price < 0 then return {'refused', 'negative_balance'} end
   if spent + args.price > limit then return {'refused', 'spending_limit_exceeded'} end
-  redis.call('HINCRBY', accountKey, 'balance_micros', -args.price)
-  redis.call('INCRBY', spendKey, args.price)
-  redis.call('EXPIRE', spendKey, 40 * 86400)
+  -- A free message (an email code) changes no balance: Lua would write -0, which Redis refuses.
+  if args.price > 0 then
+    redis.call('HINCRBY', accountKey, 'balance_micros', -args.price)
+    redis.call('INCRBY', spendKey, args.price)
+    redis.call('EXPIRE', spendKey, 40 * 86400)
+  end
 
   local function record(key, rule, member) window_record(key, rule, now, member) end
   record(numberWindowKey, limits.number, member)
@@ -112,7 +120,7 @@ if status == 'pending' then
   hold_record(holdsKey, holdKey, args.hold, args.price, member, 'send', cjson.encode({ accountKey,
     spendKey, authKey, eventsKey, hookKey, pendingKey, numberWindowKey, ipWindowKey, deviceWindowKey,
     accountWindowKey, rangeKey }))
-  fraud_count(fraudKeys.all, fraudKeys.index, fraudKeys.sent, fraudKeys.dests, args.fraud, 'sent')
+  if judged then fraud_count(fraudKeys.all, fraudKeys.index, fraudKeys.sent, fraudKeys.dests, args.fraud, 'sent') end
 end
 
 local fields = args.fields

@@ -37,6 +37,29 @@ export const verifySettings = defineSettings(
       rule: "a comma list of `COUNTRY:price` (or `default:price`), up to 6 decimals",
       text: "Price of one SMS by destination country, e.g. `default:0.05,FR:0.07`.",
     }),
+    WHATSAPP_PRICES: setting({
+      schema: prices.default({ default: 30_000 }),
+      section: "delivery",
+      default: "`default:0.03`",
+      rule: "as `SMS_PRICES`",
+      text: "Price of one WhatsApp code message (V2) by destination country.",
+    }),
+    VOICE_PRICES: setting({
+      schema: prices.default({ default: 100_000 }),
+      section: "delivery",
+      default: "`default:0.10`",
+      rule: "as `SMS_PRICES`",
+      text: "Price of one voice call speaking a code (V2) by destination country.",
+    }),
+    // docs/v2-api.md#fallback: a WhatsApp message not reported delivered by then moves the code on.
+    CHANNEL_FALLBACK_SECONDS: setting({
+      schema: n().min(1).max(600).default(30),
+      section: "delivery",
+      rule: "a whole number from 1 to 600",
+      text:
+        "How long a V2 code sent by WhatsApp waits to be reported delivered (or read) before it is sent " +
+        "by the account's next channel.",
+    }),
     // The currency SMS_PRICES and balances are in, as V2 webhook events name it (ISO 4217).
     SMS_CURRENCY: setting({
       schema: z

@@ -33,8 +33,8 @@ export type { Hold } from "./hold-store.js";
 /** What the send script needs besides its SendRules; see send-code.lua. */
 export interface SendArgs {
   now: number;
-  /** The fraud engine's arguments for this send (src/fraud/engine.lua), its rules in SendRules. */
-  fraud: FraudCall;
+  /** The fraud engine's arguments for this send (src/fraud/engine.lua), its rules in SendRules; false: not judged (email). */
+  fraud: FraudCall | false;
   /** The send's uuid: its windows' member is `<authUuid>:1` (a retry's, `<authUuid>:<attempt>`). */
   authUuid: string;
   phone: string;
@@ -183,7 +183,9 @@ export class VerifyStore extends HoldStore {
       codeHash: string;
       price: number;
       member: string;
-      fraud: FraudCall;
+      fraud: FraudCall | false;
+      /** With several channels planned, its code sealed (retry-code.lua). */
+      codeSealed?: string | undefined;
     },
     hold: HoldArgs & { id: string },
     fraud: FraudSendKeys,

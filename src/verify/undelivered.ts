@@ -8,6 +8,7 @@ import type { ParsedNumber } from "../phone/e164.js";
 import type { MessageRef } from "./row.js";
 import type { VerifyDeps } from "./deps.js";
 import { untilDone } from "./holds.js";
+import { fallForward } from "./fallback.js";
 
 /** The delivery states a refund follows (an SMPP `UNDELIV` is `failed`). */
 export const UNDELIVERED: ReadonlySet<DeliveryState> = new Set(["failed", "expired", "rejected"]);
@@ -18,14 +19,36 @@ export const UNDELIVERED: ReadonlySet<DeliveryState> = new Set(["failed", "expir
  * throws for the re-send: a failed one is logged and stays refunded.
  */
 export async function afterUndelivered(
-  deps: Pick<VerifyDeps, "store" | "router" | "secrets" | "log" | "fraud" | "config">,
+  deps: Pick<
+    VerifyDeps,
+    "store" | "router" | "secrets" | "log" | "fraud" | "config" | "accounts" | "metrics"
+  >,
   provider: string,
   owner: MessageRef,
   phone: ParsedNumber,
   now: number,
 ): Promise<void> {
   const { store, router, log } = deps;
-  const r = await store.undelivered(owner.customer, owner.auth, owner.attempt, owner.resend === true, now);
+  const priced =
+    owner.channel === undefined ? undefined : { channel: owner.channel, price: owner.price ?? 0 };
+  const r = await store.undelivered(
+    owner.customer,
+    owner.auth,
+    owner.attempt,
+    owner.resend === true,
+    now,
+    priced,
+  );
+  if (r.status === "fallback") {
+    log.info("undelivered message refunded; the code goes by the next channel", {
+      provider,
+      attempt: owner.attempt,
+      channel: r.channel,
+    });
+    deps.metrics.channelFallback(owner.channel ?? "sms", r.channel, "undelivered");
+    await fallForward(deps, owner, r, now);
+    return;
+  }
   if (r.status !== "resend") {
     if (r.status === "refunded")
       log.info("undelivered message refunded", { provider, attempt: owner.attempt });

@@ -18,6 +18,9 @@ import { unavailable } from "./holds.js";
 import { verificationId } from "./events.js";
 import { optionalSenderId, optionalText } from "./model.js";
 import type { StoredAuthentication } from "./store.js";
+import { retryEmailCode, sendEmailCode } from "./email.js";
+import type { EmailCodes } from "./deps.js";
+import type { Channel } from "../messaging/providers.js";
 
 /** `status` of a V2 creation (docs/v2-api.md#create). */
 export const V2_CREATE_STATUSES = ["success", "retry", "blocked"] as const;
@@ -27,9 +30,10 @@ export const V2_BLOCK_REASONS = ["repeated_attempts", "suspicious", "invalid_pho
 export const V2_CHECK_STATUSES = ["success", "failure", "expired_or_not_found"] as const;
 export const V2_TARGET_TYPES = ["phone_number", "email_address"] as const;
 export const V2_DEVICE_PLATFORMS = ["android", "ios", "ipados", "tvos", "web"] as const;
-/** The one way this service sends a code: an SMS, `method` `message`. */
-export const V2_METHOD = "message";
-export const V2_CHANNELS = ["sms"] as const;
+/** `method` of a creation: `voice` when a call comes first, else `message` (docs/v2-api.md#channels). */
+export const V2_METHODS = ["message", "voice"] as const;
+/** The channels a V2 code to a phone number goes by, as `preferred_channel` and `channels` name them. */
+export const V2_CHANNELS = ["sms", "whatsapp", "voice"] as const satisfies readonly Channel[];
 /** How many times a creation looks for the number's running verification when others overtake it. */
 const MAX_LOOKS = 3;
 /** Code digits a caller may ask for with `options.code_size`. */
@@ -87,21 +91,33 @@ const CreateInput = z.object({
   dispatchId: optionalText(128),
 });
 
-/** The target of a request, required: only phone numbers are verified here. */
-function phoneTarget(target: Target | undefined, account: StoredAccount): ParsedNumber {
+/** A request's target, required: a phone number, or an email address the account may verify. */
+type VerifiedTarget =
+  { type: "phone_number"; phone: ParsedNumber; key: string } | { type: "email_address"; key: string };
+
+const EMAIL = z.email({ error: "must be an email address" }).max(254, "must be at most 254 characters");
+
+function targetOf(target: Target | undefined, account: StoredAccount, emails: boolean): VerifiedTarget {
   if (target === undefined) throw badField("target", "is required");
   if (target.type === "email_address") {
-    throw badField(
-      "target.type",
-      "email verification is not available: only phone numbers are verified",
-      "email_verification_not_allowed",
-    );
+    if (!emails || !account.channels.includes("email")) {
+      throw badField(
+        "target.type",
+        `email is not one of this account's channels (${account.channels.join(", ")})`,
+        "email_verification_not_allowed",
+      );
+    }
+    const parsed = EMAIL.safeParse(target.value);
+    if (!parsed.success)
+      throw badField("target.value", parsed.error.issues[0]?.message ?? "must be an email address");
+    return { type: "email_address", key: parsed.data.toLowerCase() };
   }
   if (target.type !== "phone_number") {
     throw badField("target.type", `must be one of ${V2_TARGET_TYPES.join(", ")}`);
   }
   try {
-    return phoneInRegions(target.value, account.regions);
+    const phone = phoneInRegions(target.value, account.regions);
+    return { type: "phone_number", phone, key: phone.e164 };
   } catch (err) {
     if (err instanceof RingfenceError) throw badField("target.value", err.message, err.code);
     throw err;
@@ -126,7 +142,7 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
   return {
     async createVerification(req, ctx) {
       const account = accountOf(ctx);
-      const phone = phoneTarget(req.target, account);
+      const target = targetOf(req.target, account, engine.deps.email !== undefined);
       const parsed = CreateInput.safeParse({
         signals: { ...emptySignals, ...req.signals },
         options: { ...emptyOptions, ...req.options },
@@ -137,6 +153,9 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
       const { signals, options } = parsed.data;
       const correlationId = parsed.data.metadata.correlationId;
       checkOptions(req.options, options, account);
+      const planned =
+        target.type === "phone_number" ? planChannels(options, account, engine.deps.router) : undefined;
+      const channels: readonly string[] = planned ?? emailOnly(options);
       if (options.callbackUrl !== "") {
         // After authentication, so that anonymous callers cannot make the service resolve names.
         const problem = await engine.deps.outbound.refusal(options.callbackUrl);
@@ -151,43 +170,75 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
       ): CreateVerificationResponse => ({
         id: verificationId(authUuid),
         status,
-        method: V2_METHOD,
+        method: channels[0] === "voice" ? "voice" : channels[0] === "email" ? "email" : "message",
         reason,
-        channels: status === "blocked" ? [] : [...V2_CHANNELS],
+        channels: status === "blocked" ? [] : [...channels],
         metadata: metadataOf(correlation),
         requestId: ctx.requestId,
       });
 
-      const request = {
-        api: "v2" as const,
-        phone,
+      const signalsOf = {
         ip: signals.ip,
         deviceId: signals.deviceId,
-        signals: {
-          ip: signals.ip,
-          deviceId: signals.deviceId,
-          deviceType: signals.devicePlatform,
-          appVersion: signals.appVersion,
-          osVersion: signals.osVersion,
-          deviceModel: signals.deviceModel,
-          isReturningUser: signals.isTrustedUser,
-        },
-        locale: options.locale,
-        templateId: options.templateId,
-        senderId: options.senderId,
-        appRealm: req.options?.appRealm?.value ?? "",
-        callbackUrl: options.callbackUrl,
-        correlationId,
-        codeLength: options.codeSize ?? engine.code.length,
+        deviceType: signals.devicePlatform,
+        appVersion: signals.appVersion,
+        osVersion: signals.osVersion,
+        deviceModel: signals.deviceModel,
+        isReturningUser: signals.isTrustedUser,
       };
+      const codeLength = options.codeSize ?? engine.code.length;
+      const email = engine.deps.email;
+      const send = (indexed: string) =>
+        target.type === "email_address"
+          ? sendEmailCode(
+              engine,
+              email as EmailCodes,
+              account,
+              {
+                email: target.key,
+                ip: signals.ip,
+                deviceId: signals.deviceId,
+                signals: signalsOf,
+                locale: options.locale,
+                callbackUrl: options.callbackUrl,
+                correlationId,
+                codeLength,
+                indexed,
+              },
+              ctx,
+            )
+          : engine.send(
+              account,
+              {
+                api: "v2",
+                phone: target.phone,
+                ip: signals.ip,
+                deviceId: signals.deviceId,
+                signals: signalsOf,
+                locale: options.locale,
+                templateId: options.templateId,
+                senderId: options.senderId,
+                appRealm: req.options?.appRealm?.value ?? "",
+                callbackUrl: options.callbackUrl,
+                correlationId,
+                codeLength,
+                channels: planned,
+                indexed,
+              },
+              ctx,
+            );
+      const retry = (indexed: string, auth: StoredAuthentication) =>
+        target.type === "email_address"
+          ? retryEmailCode(engine, email as EmailCodes, account, indexed, auth, ctx)
+          : engine.retry(account, indexed, auth, ctx);
 
       // A creation that another one overtook (both saw no running verification) looks again,
       // and then retries the one that came first: one verification per number at a time.
       for (let look = 1; ; look += 1) {
-        const { indexed, auth } = await store.targetState(account.customerUuid, phone.e164);
+        const { indexed, auth } = await store.targetState(account.customerUuid, target.key);
         if (auth !== undefined && isRunning(auth, now(), engine.code.maxChecks)) {
           // Gone between the read and the retry (a refused first message is taken back): none runs.
-          const r = await engine.retry(account, indexed, auth, ctx).catch((err: unknown) => {
+          const r = await retry(indexed, auth).catch((err: unknown) => {
             if (err instanceof RingfenceError && err.code === "no_associated_auth_found") return undefined;
             throw err;
           });
@@ -203,7 +254,7 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
           // Expired, checked or gone between the read and the retry: a new verification starts.
         }
 
-        const sent = await engine.send(account, { ...request, indexed }, ctx);
+        const sent = await send(indexed);
         if (sent.status === "raced") {
           if (look < MAX_LOOKS) continue;
           throw unavailable("verifications of this number are being created concurrently; try again");
@@ -219,11 +270,11 @@ export function verificationHandlers(engine: VerifyEngine): Handlers<typeof Veri
 
     async checkVerification(req, ctx): Promise<CheckVerificationResponse> {
       const account = accountOf(ctx);
-      const phone = phoneTarget(req.target, account);
+      const target = targetOf(req.target, account, engine.deps.email !== undefined);
       if (req.code === "") throw badField("code", "is required");
       if (req.code.length > 32) throw badField("code", "must be at most 32 characters");
       // Two round trips: the index, then the check beside the correlation_id (one batch).
-      const authUuid = await store.targetAuth(account.customerUuid, phone.e164);
+      const authUuid = await store.targetAuth(account.customerUuid, target.key);
       if (authUuid === undefined) {
         return { status: "expired_or_not_found", metadata: undefined, requestId: ctx.requestId };
       }
@@ -270,6 +321,60 @@ const emptyOptions = {
   variables: {},
 };
 
+/**
+ * The channels of a verification, in the order it falls back through them (docs/v2-api.md#channels):
+ * the one asked for (`method: "voice"`, else `preferred_channel`) first, then the account's other
+ * channels in its order; only channels a provider serves. One asked for that the account does not
+ * allow or no provider serves is refused, naming it.
+ */
+function planChannels(
+  options: z.infer<typeof OptionsInput>,
+  account: StoredAccount,
+  router: { readonly providers: readonly { spec: { channel: Channel } }[] },
+): [Channel, ...Channel[]] {
+  const served = (c: string) => router.providers.some((p) => p.spec.channel === c);
+  const phoneChannels = account.channels.filter(
+    (c): c is Channel => (V2_CHANNELS as readonly string[]).includes(c) && served(c),
+  );
+  const field = options.method === "voice" ? "options.method" : "options.preferred_channel";
+  const asked = options.method === "voice" ? "voice" : options.preferredChannel;
+  if (asked !== "") {
+    const refuse = (why: string) =>
+      badField(field, `${quote(asked)} ${why}`, "channel_not_enabled_in_region");
+    if (!(V2_CHANNELS as readonly string[]).includes(asked)) {
+      throw refuse(`is not available: codes go by ${V2_CHANNELS.join(", ")}`);
+    }
+    if (!account.channels.includes(asked as Channel)) {
+      throw refuse(`is not one of this account's channels (${account.channels.join(", ")})`);
+    }
+    if (!served(asked)) throw refuse("is served by no provider of this service");
+    return [asked as Channel, ...phoneChannels.filter((c) => c !== asked)];
+  }
+  const [first, ...rest] = phoneChannels;
+  if (first === undefined) {
+    throw badField(
+      "target.type",
+      `this account's channels (${account.channels.join(", ")}) reach no phone number here`,
+      "channel_not_enabled_in_region",
+    );
+  }
+  return [first, ...rest];
+}
+
+/** The channels of an email target: email alone; a phone channel asked for is refused, naming it. */
+function emailOnly(options: z.infer<typeof OptionsInput>): readonly ["email"] {
+  const field = options.method === "voice" ? "options.method" : "options.preferred_channel";
+  const asked = options.method === "voice" ? "voice" : options.preferredChannel;
+  if (asked !== "") {
+    throw badField(
+      field,
+      `${quote(asked)} does not reach an email address: its code goes by email`,
+      "channel_not_enabled_in_region",
+    );
+  }
+  return ["email"];
+}
+
 /** The option rules beyond each field's shape: what this service can send, and for whom. */
 function checkOptions(
   raw:
@@ -280,20 +385,6 @@ function checkOptions(
 ): void {
   if (options.customCode !== "") {
     throw badField("options.custom_code", "custom codes are not available", "custom_code_not_allowed");
-  }
-  if (options.method === "voice") {
-    throw badField(
-      "options.method",
-      "voice is not available: codes are sent by SMS",
-      "channel_not_enabled_in_region",
-    );
-  }
-  if (options.preferredChannel !== "" && options.preferredChannel !== "sms") {
-    throw badField(
-      "options.preferred_channel",
-      `${quote(options.preferredChannel)} is not available: codes are sent by SMS`,
-      "channel_not_enabled_in_region",
-    );
   }
   if (Object.keys(raw?.variables ?? {}).length > 0) {
     throw badField("options.variables", "templates take no variables here", "invalid_template_variables");

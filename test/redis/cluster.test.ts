@@ -15,6 +15,7 @@ import { routedRecovery } from "../support/routed-recovery.js";
 import { DeliveryKeys } from "../../src/delivery/keys.js";
 import { RouteStore, type Route } from "../../src/delivery/routes.js";
 import { DeliveryStats, type HourlyRow } from "../../src/delivery/stats.js";
+import { startRoutedApp, type RoutedApp } from "../support/routing.js";
 
 describe("on a Redis Cluster", () => {
   let cluster: RedisCluster;
@@ -320,7 +321,7 @@ describe("on a Redis Cluster", () => {
   });
 
   describe("with two delivery providers", () => {
-    let routed: TestApp;
+    let routed: RoutedApp;
     const peers: Record<"alpha" | "beta", SmsPeer> = {} as never;
     let entries: { name: string; url: string; timeout_ms: number }[];
     let customer: { uuid: string; apiKey: string };
@@ -337,7 +338,7 @@ describe("on a Redis Cluster", () => {
         { name: "alpha", url: peers.alpha.url, timeout_ms: 300 },
         { name: "beta", url: peers.beta.url, timeout_ms: 2_000 },
       ];
-      routed = await startTestApp({
+      routed = await startRoutedApp({
         REDIS_CLUSTER_NODES: cluster.nodes,
         DELIVERY_PROVIDERS: JSON.stringify(entries),
         // The circuits stay closed whatever the tests make a provider answer; recovery runs when they say.
@@ -433,18 +434,38 @@ describe("on a Redis Cluster", () => {
     });
 
     it("counts a right code as verified for the provider that carried it, after a failover", async () => {
+      // A route of this test's own, so that no other test's sends (counted within a second, in the
+      // background) land in its figures: Spanish mobile numbers, alpha then beta.
+      const route = "+346";
+      // Spanish mobile numbers, each in a range of its own (SPAM_RANGE_BURST never refuses one).
+      let k = 1000;
+      const spanish = () => `+3467${String((k += 1))}000`;
+      await routes.set({
+        channel: "sms",
+        destination: route,
+        providers: ["alpha", "beta"],
+        strategy: "failover",
+      });
       // Per provider: this hour's sent, accepted and verified, then the same over the conversion window.
       const counts = async () => {
         const rows = await stats().hourly("sms", Date.now() - 3_600_000, Date.now() + 3_600_000);
-        const window = await stats().figures("sms", "default");
+        const window = await stats().figures("sms", route);
         return (["alpha", "beta"] as const).map((p) => {
-          const h = rows.find((r) => r.provider === p && r.country === "ES" && r.route === "default");
+          const h = rows.find((r) => r.provider === p && r.country === "ES" && r.route === route);
           const w = window.get(p);
           return [h?.sent, h?.accepted, h?.verified, w?.sent, w?.accepted, w?.verified].map((n) => n ?? 0);
         });
       };
+      // Every instance obeys the route within a second: a send counted under it says so.
+      await waitFor(async () => {
+        const probe = await send(spanish());
+        expect(probe.body.status, probe.text).to.equal("pending");
+        return (await counts()).some((c) => c[0] !== 0);
+      });
+      // The counts the service still holds written now (it writes them every second).
+      await routed.refresh();
       const before = await counts();
-      const phone = fresh("+346");
+      const phone = spanish();
       peers.alpha.answer = () => 503;
       const sent = await send(phone);
       expect(sent.status, sent.text).to.equal(200);
@@ -463,9 +484,9 @@ describe("on a Redis Cluster", () => {
       const plus = (was: number[] | undefined, by: number[]) => by.map((n, j) => n + (was?.[j] ?? 0));
       // alpha: one more sent; beta: one more sent, accepted and verified, this hour and in the window.
       const expected = [plus(before[0], [1, 0, 0, 1, 0, 0]), plus(before[1], [1, 1, 1, 1, 1, 1])];
-      // The counters are written in the background, the verified one last.
-      await waitFor(async () => (await counts())[1]?.[2] === expected[1]?.[2]).catch(() => undefined);
+      await routed.refresh();
       expect(await counts()).to.deep.equal(expected);
+      expect(await routes.remove("sms", route)).to.equal(true);
     });
 
     it("moves a charged message's hold to the next provider, and recovers it through that one", async () => {

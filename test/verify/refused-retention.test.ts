@@ -128,6 +128,10 @@ describe("a send refused before anything is sent keeps nothing past REFUSED_RETE
     const phone = "+33655123456";
     // RATE_LIMIT_NUMBER (5/600) lets five through: they are accepted, charged and kept as usual.
     for (let i = 0; i < 5; i++) expect((await v1Send(c, phone)).body.status).to.equal("pending");
+    // Their delivery counters are written by the service within a second (docs/capacity.md#delivery-counters).
+    const prefix = app.config.REDIS_KEY_PREFIX;
+    const written = async (kind: string) => (await redis.keys(`${prefix}${kind}:*`)).length > 0;
+    await waitFor(async () => (await written("dstat")) && (await written("rconv")));
     // Germany is blocked for the account: V2 creations there are `blocked` by the fraud engine.
     await redis.hset(app.registry.fraud.keys.policy(c.uuid), "g:DE", "block");
     // The start's background work completes the lookup overrides once, and announces it last by
@@ -255,6 +259,10 @@ describe("a send refused before anything is sent keeps nothing past REFUSED_RETE
     const c = await account();
     const phone = "+33655123457";
     for (let i = 0; i < 5; i++) expect((await v1Send(c, phone)).body.status).to.equal("pending");
+    // Their delivery counters are written by the service within a second (docs/capacity.md#delivery-counters).
+    const prefix = app.config.REDIS_KEY_PREFIX;
+    const written = async (kind: string) => (await redis.keys(`${prefix}${kind}:*`)).length > 0;
+    await waitFor(async () => (await written("dstat")) && (await written("rconv")));
     const seen = hooks.received.length;
     let down = true;
     let refusedPosts = 0;
