@@ -23,6 +23,14 @@ local function fraud_keys(policyKey, tail, f)
     decisions = base .. ':decisions', sent = base .. ':sent:' .. f.e164, dests = dests }
 end
 
+-- The keys of a send the engine judges, its rules in `f`; nil for one it does not judge (`f` false:
+-- an email code, which costs nothing).
+local function fraud_keys_judged(policyKey, tail, f, rules)
+  if f == false then return nil end
+  f.rules = rules
+  return fraud_keys(policyKey, tail, f)
+end
+
 -- The counters of one slot: '<stamp>,<sent>,<verified>,<blocked>', zero when the stamp is old.
 local function fraud_slot(raw, stamp)
   if not raw then return 0, 0, 0 end

@@ -3,6 +3,8 @@
  * providers and price, in the order the verification falls back through them.
  */
 import type { Channel } from "../messaging/providers.js";
+import { renderOtpSms, type RenderedSms } from "../messaging/templates.js";
+import type { StoredAuthentication } from "./store.js";
 import type { OutgoingSms } from "../messaging/provider.js";
 import { renderOtpVoice } from "../messaging/voice-text.js";
 import type { Plan, Router, Target } from "../delivery/router.js";
@@ -15,6 +17,26 @@ export interface Stage {
   plan: Plan;
   /** What the account pays for one message of it, in millionths. */
   price: number;
+}
+
+/**
+ * The SMS text of a code sent after its verification's first message (a retry, a fallback), as
+ * that verification asked for it: its locale, template and app realm, the life the code has left.
+ */
+export function renderAgain(
+  auth: Pick<StoredAuthentication, "locale" | "templateId" | "appRealm" | "expiresAtMs">,
+  customTemplates: Record<string, Record<string, string>>,
+  code: string,
+  now: number,
+): RenderedSms {
+  return renderOtpSms({
+    code,
+    locale: auth.locale,
+    templateId: auth.templateId === "" ? undefined : auth.templateId,
+    customTemplates,
+    lifetimeMinutes: Math.max(1, Math.ceil((auth.expiresAtMs - now) / 60_000)),
+    appRealm: auth.appRealm === "" ? undefined : auth.appRealm,
+  });
 }
 
 /** The price of one message on `channel` to `country` (SMS_PRICES, WHATSAPP_PRICES, VOICE_PRICES). */

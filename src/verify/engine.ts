@@ -20,7 +20,7 @@ import type { VerifyDeps } from "./deps.js";
 import { giveBack, holdArgs, unavailable } from "./holds.js";
 import { deliver, kick } from "./delivery.js";
 import { afterUndelivered, UNDELIVERED } from "./undelivered.js";
-import { plannedChannels, plannedField, stagesFor } from "./channels.js";
+import { plannedChannels, plannedField, renderAgain, stagesFor } from "./channels.js";
 import type { Channel } from "../messaging/providers.js";
 import { createdEvent, eventContext } from "./event-records.js";
 import { compactEvent } from "./row.js";
@@ -271,14 +271,7 @@ export class VerifyEngine {
 
     const t = this.now();
     const code = newCode(auth.codeLength > 0 ? auth.codeLength : this.code.length);
-    const message = renderOtpSms({
-      code,
-      locale: auth.locale,
-      templateId: auth.templateId === "" ? undefined : auth.templateId,
-      customTemplates: account.templates,
-      lifetimeMinutes: Math.max(1, Math.ceil((auth.expiresAtMs - t) / 60_000)),
-      appRealm: auth.appRealm === "" ? undefined : auth.appRealm,
-    });
+    const message = renderAgain(auth, account.templates, code, t);
     const attempt = auth.attempts + 1;
     const place = sendPlace(account.customerUuid, authUuid, phone, "", "", config, t);
     const { fraud } = this.deps;

@@ -6,11 +6,10 @@
  * life (channels.lua moves the row on once, whichever instance or report asks first).
  */
 import { errorMessage } from "../log.js";
-import { renderOtpSms } from "../messaging/templates.js";
 import type { Channel } from "../messaging/providers.js";
 import { parseE164 } from "../phone/e164.js";
 import type { VerifyDeps } from "./deps.js";
-import { channelPrice, messageFor, plannedChannels } from "./channels.js";
+import { channelPrice, messageFor, plannedChannels, renderAgain } from "./channels.js";
 import type { FallbackEntry } from "./hold-store.js";
 import { untilDone } from "./holds.js";
 
@@ -53,14 +52,7 @@ export async function fallForward(
     const phone = auth === undefined ? undefined : parseE164(auth.phoneNumber);
     if (auth === undefined || account === undefined || phone === undefined) return;
     const code = deps.secrets.decrypt(next.sealed);
-    const rendered = renderOtpSms({
-      code,
-      locale: auth.locale,
-      templateId: auth.templateId === "" ? undefined : auth.templateId,
-      customTemplates: account.templates,
-      lifetimeMinutes: Math.max(1, Math.ceil((auth.expiresAtMs - now) / 60_000)),
-      appRealm: auth.appRealm === "" ? undefined : auth.appRealm,
-    });
+    const rendered = renderAgain(auth, account.templates, code, now);
     const destination = await deps.fraud.destinationOf(phone);
     const planned = plannedChannels(auth.channels);
     let channel: string | undefined = next.channel;

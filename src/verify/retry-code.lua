@@ -30,12 +30,8 @@ local fraudTailKeys = { unpack(KEYS, 9) }
 local args = cjson.decode(ARGV[1])
 local now = args.now
 -- An email code costs nothing: the fraud engine does not judge it (`fraud` false).
-local judged = args.fraud ~= false
-local fraudKeys = nil
-if judged then
-  args.fraud.rules = CONFIG.fraud
-  fraudKeys = fraud_keys(fraudPolicyKey, fraudTailKeys, args.fraud)
-end
+local fraudKeys = fraud_keys_judged(fraudPolicyKey, fraudTailKeys, args.fraud, CONFIG.fraud)
+local judged = fraudKeys ~= nil
 if hold_stale(args.hold) then return {'stale', 0, 0} end
 -- A replay of this retry (ioredis re-sends unanswered commands after a reconnect), or a
 -- concurrent retry of the same attempt: charge nothing again; the hold is recovery's.

@@ -37,13 +37,9 @@ local now = args.now
 local limits, spam = CONFIG.limits, CONFIG.spam
 -- The first message of the authentication in the windows (a retry's is '<auth>:<attempt>').
 local member = args.authUuid .. ':1'
--- An email code costs nothing: the fraud engine does not judge it (`fraud` false, docs/v2-api.md#email).
-local judged = args.fraud ~= false
-local fraudKeys = nil
-if judged then
-  args.fraud.rules = CONFIG.fraud
-  fraudKeys = fraud_keys(fraudPolicyKey, fraudTailKeys, args.fraud)
-end
+-- An email code costs nothing: the fraud engine does not judge it (`fraud` false).
+local fraudKeys = fraud_keys_judged(fraudPolicyKey, fraudTailKeys, args.fraud, CONFIG.fraud)
+local judged = fraudKeys ~= nil
 if hold_stale(args.hold) then return {'stale'} end
 -- A replay of a send that already ran (ioredis re-sends unanswered commands after a reconnect):
 -- answer what it decided, charge nothing again.

@@ -2,17 +2,7 @@ import { expect } from "chai";
 import { Circuit } from "../../src/delivery/circuit.js";
 import { orderProviders, type StrategyInputs } from "../../src/delivery/strategy.js";
 import type { ProviderSpec } from "../../src/messaging/providers.js";
-
-/** A seeded generator (mulberry32), so each draw of a test is the same on every run. */
-function seeded(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seeded } from "../support/seeded.js";
 
 const spec = (name: string, cost: Record<string, number>): ProviderSpec => ({
   name,

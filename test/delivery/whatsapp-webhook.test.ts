@@ -1,6 +1,12 @@
 import { expect } from "chai";
 import type { DeliveryReceipt } from "../../src/messaging/provider.js";
-import { GraphFake, hubSignature, postSigned, type GraphNumber } from "../support/graph-fake.js";
+import {
+  GraphFake,
+  hubSignature,
+  postSigned,
+  whatsappEntry,
+  type GraphNumber,
+} from "../support/graph-fake.js";
 import { sample } from "../support/metrics.js";
 import { Receiver } from "../support/receivers.js";
 import { rest } from "../support/rest.js";
@@ -23,16 +29,8 @@ const VERIFY_BR = "verify-token-br-0123456789";
 const VOICE_TOKEN = "voice-status-token-0123456789";
 
 /** A DELIVERY_PROVIDERS entry of `number` at `graph`. */
-const entry = (name: string, graph: GraphFake, number: GraphNumber, verifyToken: string) => ({
-  name,
-  channel: "whatsapp",
-  url: graph.url,
-  phone_number_id: number.phoneNumberId,
-  token: number.token,
-  template: "verification_code",
-  app_secret: number.appSecret,
-  verify_token: verifyToken,
-});
+const entry = (name: string, graph: GraphFake, number: GraphNumber, verifyToken: string) =>
+  whatsappEntry(name, graph, number, verifyToken);
 
 /**
  * docs/routing.md#whatsapp: the WhatsApp webhook of the whole service over REST, with Meta's side

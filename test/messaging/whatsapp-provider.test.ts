@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { DeliveryError, type OutgoingSms } from "../../src/messaging/provider.js";
 import { parseDeliveryProviders } from "../../src/messaging/providers.js";
 import { WhatsAppProvider } from "../../src/messaging/whatsapp-provider.js";
-import { GraphFake, type GraphNumber } from "../support/graph-fake.js";
+import { GraphFake, type GraphNumber, whatsappEntry } from "../support/graph-fake.js";
 
 const NUMBER: GraphNumber = {
   phoneNumberId: "106540352242922",
@@ -24,19 +24,11 @@ const message: OutgoingSms = {
 function providerFor(graph: GraphFake, over: Record<string, unknown> = {}): WhatsAppProvider {
   const [spec] = parseDeliveryProviders(
     JSON.stringify([
-      {
-        name: "wa",
-        channel: "whatsapp",
-        url: graph.url,
-        phone_number_id: NUMBER.phoneNumberId,
-        token: NUMBER.token,
-        template: "verification_code",
-        app_secret: NUMBER.appSecret,
-        verify_token: "verify-token-provider-test-0123",
+      whatsappEntry("wa", graph, NUMBER, "verify-token-provider-test-0123", {
         languages: { fr: "fr", pt: "pt_BR" },
         timeout_ms: 1_000,
         ...over,
-      },
+      }),
     ]),
   );
   if (spec?.whatsapp === undefined) throw new Error("not a whatsapp entry");

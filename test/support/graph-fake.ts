@@ -237,6 +237,30 @@ export class GraphFake {
   }
 }
 
+/**
+ * A `DELIVERY_PROVIDERS` entry (docs/routing.md#whatsapp) of `number` at `graph`, sending the
+ * approved template `verification_code`; `extra` adds fields (`languages`, `timeout_ms`, ...).
+ */
+export function whatsappEntry(
+  name: string,
+  graph: { url: string },
+  number: GraphNumber,
+  verifyToken: string,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    name,
+    channel: "whatsapp",
+    url: graph.url,
+    phone_number_id: number.phoneNumberId,
+    token: number.token,
+    template: "verification_code",
+    app_secret: number.appSecret,
+    verify_token: verifyToken,
+    ...extra,
+  };
+}
+
 /** `X-Hub-Signature-256` of `raw` with `secret`, as Meta signs. */
 export function hubSignature(raw: string | Buffer, secret: string): string {
   return `sha256=${createHmac("sha256", secret).update(raw).digest("hex")}`;

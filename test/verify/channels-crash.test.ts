@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { silentLogger } from "../../src/log.js";
 import { openRegistry, type Registry } from "../../src/app.js";
 import { cliEnv, testConfig } from "../support/app.js";
-import { GraphFake, type GraphNumber } from "../support/graph-fake.js";
+import { GraphFake, whatsappEntry, type GraphNumber } from "../support/graph-fake.js";
 import { startRedis, waitFor, type RedisServer } from "../support/redis.js";
 import { rest } from "../support/rest.js";
 import { SmsReceiver } from "../support/receivers.js";
@@ -52,16 +52,7 @@ describe("V2 channels: a scheduled fallback survives the instance that scheduled
       LOG_LEVEL: "warn",
       DELIVERY_PROVIDERS: JSON.stringify([
         { name: "alpha", url: alpha.url },
-        {
-          name: "wa",
-          channel: "whatsapp",
-          url: graph.url,
-          phone_number_id: NUMBER.phoneNumberId,
-          token: NUMBER.token,
-          template: "verification_code",
-          app_secret: NUMBER.appSecret,
-          verify_token: "verify-token-0123456789",
-        },
+        whatsappEntry("wa", graph, NUMBER, "verify-token-0123456789"),
       ]),
       CHANNEL_FALLBACK_SECONDS: "3",
     };

@@ -3,7 +3,8 @@ import { fundedAccount } from "../support/v1.js";
 import { rest } from "../support/rest.js";
 import { waitFor } from "../support/redis.js";
 import { SmsFake, startRoutedApp, type RoutedApp } from "../support/routing.js";
-import { GraphFake, type GraphNumber } from "../support/graph-fake.js";
+import { GraphFake, whatsappEntry, type GraphNumber } from "../support/graph-fake.js";
+import { seeded } from "../support/seeded.js";
 
 const PRICES = { sms: 50_000, whatsapp: 30_000, voice: 120_000 } as const;
 const TALK_TOKEN = "talk-status-token-0123456789abcdef";
@@ -13,17 +14,6 @@ const NUMBER: GraphNumber = {
   token: "EAAGraphToken-0123456789abcdef",
   appSecret: "app-secret-0123456789abcdef",
 };
-
-/** A seeded generator (mulberry32): the same mix of outcomes on every run. */
-function seeded(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * docs/v2-api.md#fallback (9.3, Done when: the balance equals the sum of each accepted, not
@@ -46,16 +36,7 @@ describe("V2 channels: money over refusals, failed reports and silences (9.3)", 
     app = await startRoutedApp({
       DELIVERY_PROVIDERS: JSON.stringify([
         { name: "alpha", url: alpha.url, status_token: ALPHA_TOKEN },
-        {
-          name: "wa",
-          channel: "whatsapp",
-          url: graph.url,
-          phone_number_id: NUMBER.phoneNumberId,
-          token: NUMBER.token,
-          template: "verification_code",
-          app_secret: NUMBER.appSecret,
-          verify_token: "verify-token-0123456789",
-        },
+        whatsappEntry("wa", graph, NUMBER, "verify-token-0123456789"),
         { name: "talk", channel: "voice", url: talk.url, status_token: TALK_TOKEN },
       ]),
       SMS_PRICES: "default:0.05",

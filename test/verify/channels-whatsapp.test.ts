@@ -5,7 +5,7 @@ import { rest, type RestAnswer } from "../support/rest.js";
 import { waitFor } from "../support/redis.js";
 import { SmsReceiver, type SmsMessage } from "../support/receivers.js";
 import { SmsFake, startRoutedApp, type RoutedApp } from "../support/routing.js";
-import { GraphFake, type GraphMessage, type GraphNumber } from "../support/graph-fake.js";
+import { GraphFake, whatsappEntry, type GraphMessage, type GraphNumber } from "../support/graph-fake.js";
 import { checkPreludeModels } from "../support/prelude-contract.js";
 import { sample } from "../support/metrics.js";
 import { authUuidOfVerification } from "../../src/verify/events.js";
@@ -51,17 +51,7 @@ describe("V2 channels: WhatsApp, its statuses and its silence (9.3)", () => {
     app = await startRoutedApp({
       DELIVERY_PROVIDERS: JSON.stringify([
         { name: "alpha", url: alpha.url },
-        {
-          name: "wa",
-          channel: "whatsapp",
-          url: graph.url,
-          phone_number_id: NUMBER.phoneNumberId,
-          token: NUMBER.token,
-          template: "verification_code",
-          app_secret: NUMBER.appSecret,
-          verify_token: "verify-token-0123456789",
-          languages: { fr: "fr" },
-        },
+        whatsappEntry("wa", graph, NUMBER, "verify-token-0123456789", { languages: { fr: "fr" } }),
         { name: "talk", channel: "voice", url: talk.url },
       ]),
       VOICE_PRICES: "default:0.12",
