@@ -85,7 +85,12 @@ export async function openRegistry(config: Config, log: Logger): Promise<Registr
     clients: new ClientStore(redis, keys, secrets),
     signingKeys,
     users: new UserStore(redis, keys),
-    sessions: new SessionStore(redis, keys, config.REFRESH_TOKEN_TTL_SECONDS * 1000),
+    sessions: new SessionStore(
+      redis,
+      keys,
+      config.REFRESH_TOKEN_TTL_SECONDS * 1000,
+      config.REFRESH_REUSE_GRACE_SECONDS * 1000,
+    ),
     challenges: new ChallengeStore(redis, keys),
     outbound: new OutboundGuard(config.OUTBOUND_ALLOWED_CIDRS),
     metrics,

@@ -36,6 +36,7 @@ export class Metrics {
   private readonly deliveriesVerified: Counter<"channel" | "provider" | "country">;
   private readonly whatsappStatuses: Counter<"provider" | "status">;
   private readonly channelFallbacks: Counter<"from" | "to" | "reason">;
+  private readonly refreshReuses: Counter<"outcome">;
   private readonly providersAvailable: Gauge<"channel" | "provider">;
   private readonly spend: Counter<"country">;
   private readonly emailSent: Counter<"provider">;
@@ -119,6 +120,12 @@ export class Metrics {
       name: "ringfence_channel_fallbacks_total",
       help: "V2 codes moved to the next channel, by the channel left, the channel taken and why (refused, undelivered, silence)",
       labelNames: ["from", "to", "reason"],
+      registers,
+    });
+    this.refreshReuses = new Counter({
+      name: "ringfence_refresh_reuses_total",
+      help: "Refresh tokens presented again after their first use: within REFRESH_REUSE_GRACE_SECONDS (grace, the first answer again) or not (revoked, the session ended)",
+      labelNames: ["outcome"],
       registers,
     });
     this.providersAvailable = new Gauge({
@@ -273,6 +280,11 @@ export class Metrics {
   /** A V2 code moved from channel `from` to `to`: refused by every provider, reported undelivered, or silent. */
   channelFallback(from: string, to: string, reason: "refused" | "undelivered" | "silence"): void {
     this.channelFallbacks.inc({ from, to, reason });
+  }
+
+  /** A refresh token presented again: answered as its first use (`grace`), or the session revoked. */
+  refreshReuse(outcome: "grace" | "revoked"): void {
+    this.refreshReuses.inc({ outcome });
   }
 
   /** Whether a delivery provider is available now: its circuit closed and, for SMPP, its bind up. */

@@ -24,6 +24,9 @@ import type { Metrics } from "../observability/metrics.js";
 import { invalidCredentials, type PasswordChecker, type PasswordFailures } from "./password-login.js";
 import type { KnownSources } from "./known-sources.js";
 
+/** How long a refresh token presented again waits for its first use's answer to be kept. */
+const FIRST_ANSWER_WAIT_MS = 2_000;
+
 /**
  * The step-up tokens a refresh redeems (docs/session-api.md#step-up-challenge): step-up makes
  * them and hands this reader to the session module.
@@ -58,7 +61,7 @@ export interface SessionDeps {
   passwords: PasswordChecker;
   /** The networks each identifier completed a login from: its windows spare them. */
   knownSources: KnownSources;
-  metrics: Pick<Metrics, "passwordLogin">;
+  metrics: Pick<Metrics, "passwordLogin" | "refreshReuse">;
 }
 
 export interface TokenSet {
@@ -102,6 +105,22 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       expiresIn: config.SESSION_TOKEN_TTL_SECONDS,
       scope: scopes.join(" "),
     };
+  }
+
+  /**
+   * The answer of a refresh token's first use, kept by that use once its tokens are made: a second
+   * presentation racing the first waits for it (a few hundred milliseconds at most), then 503.
+   */
+  async function firstAnswer(userId: string, sessionId: string): Promise<string> {
+    for (let waited = 0; waited < FIRST_ANSWER_WAIT_MS; waited += 25) {
+      const kept = await deps.sessions.keptAnswer(userId, sessionId);
+      if (kept !== "") return kept;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    throw new RingfenceError(
+      "unavailable",
+      "this refresh token's first use is still being answered; try again",
+    );
   }
 
   return {
@@ -257,8 +276,15 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
         result = await deps.sessions.refresh(userId, sessionId, { stepUpKey: parsed.key }, jti);
       }
       const appId = session?.appId ?? "";
+      if (result.outcome === "grace") {
+        // Presented again within the grace (docs/session-api.md#refresh): the first use's answer.
+        deps.metrics.refreshReuse("grace");
+        const sealed = result.sealed !== "" ? result.sealed : await firstAnswer(userId, sessionId);
+        return JSON.parse(deps.secrets.decrypt(sealed)) as TokenSet;
+      }
       if (result.outcome !== "ok" || session === undefined) {
         if (result.outcome === "reused") {
+          deps.metrics.refreshReuse("revoked");
           ctx.log.warn("refresh token reused: session revoked", { user_id: userId });
           await deps.events.emit(
             appId,
@@ -291,7 +317,25 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
           { call: ctx },
         );
       }
-      return tokens(userId, sessionId, appId, result.scopes, jti, result.refreshToken, session.login);
+      const answer = await tokens(
+        userId,
+        sessionId,
+        appId,
+        result.scopes,
+        jti,
+        result.refreshToken,
+        session.login,
+      );
+      if (req.refreshToken !== "") {
+        // Kept sealed for a client that loses this answer and asks again within the grace.
+        await deps.sessions.keepAnswer(
+          userId,
+          sessionId,
+          result.successor,
+          deps.secrets.encrypt(JSON.stringify(answer)),
+        );
+      }
+      return answer;
     },
 
     async logout(_req, ctx) {

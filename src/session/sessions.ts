@@ -15,6 +15,11 @@ const refreshSession = defineScript({
   keys: ["session", "used", "grants", "stepUp", "index"],
   argv: ["args"],
 });
+const keepAnswer = defineScript({
+  file: file("keep-answer"),
+  keys: ["session"],
+  argv: ["successor", "sealed"],
+});
 const grantScope = defineScript({
   file: file("grant-scope"),
   keys: ["session", "grants"],
@@ -82,6 +87,8 @@ export class SessionStore {
     private readonly redis: RedisClient,
     keys: Keys,
     private readonly refreshLifetimeMs: number,
+    /** REFRESH_REUSE_GRACE_SECONDS in ms: 0 keeps the strict rule (docs/session-api.md#refresh). */
+    private readonly reuseGraceMs = 0,
   ) {
     this.keys = new SessionKeys(keys);
   }
@@ -156,18 +163,25 @@ export class SessionStore {
 
   /**
    * Rotates the refresh token (or redeems a step-up token) and returns the new refresh token and
-   * the scopes of the next access token, whose `jti` single-use grants attach to.
+   * the scopes of the next access token, whose `jti` single-use grants attach to; `successor` is the
+   * new token's hash, under which `keepAnswer` keeps the answer for the grace. `grace`: the token was
+   * presented again within REFRESH_REUSE_GRACE_SECONDS of its first use, whose sealed answer is
+   * `sealed` ('' while that use is still being answered).
    */
   async refresh(
     userId: string,
     sessionId: string,
     presented: { refreshHash: string } | { stepUpKey: string },
     jti: string,
-  ): Promise<{ outcome: "ok"; refreshToken: string; scopes: string[] } | { outcome: "reused" | "invalid" }> {
+  ): Promise<
+    | { outcome: "ok"; refreshToken: string; successor: string; scopes: string[] }
+    | { outcome: "grace"; sealed: string }
+    | { outcome: "reused" | "invalid" }
+  > {
     const k = this.keysOf(userId, sessionId);
     const next = newToken("rt", userId, sessionId);
     const stepUp = "stepUpKey" in presented ? presented.stepUpKey : k.session;
-    const [outcome, ...scopes] = (await refreshSession.run(
+    const [outcome, ...rest] = (await refreshSession.run(
       this.redis,
       { session: k.session, used: k.used, grants: k.grants, stepUp, index: k.index },
       {
@@ -178,11 +192,28 @@ export class SessionStore {
           newHash: next.hash,
           jti,
           keepUntil: Date.now() + this.refreshLifetimeMs,
+          graceMs: this.reuseGraceMs,
         }),
       },
     )) as [string, ...string[]];
-    if (outcome === "ok") return { outcome, refreshToken: next.token, scopes };
+    if (outcome === "ok") return { outcome, refreshToken: next.token, successor: next.hash, scopes: rest };
+    if (outcome === "grace") return { outcome, sealed: rest[0] ?? "" };
     return { outcome: outcome === "reused" ? "reused" : "invalid" };
+  }
+
+  /** Keeps a first use's sealed answer for the grace, while `successor` is the session's token. */
+  async keepAnswer(userId: string, sessionId: string, successor: string, sealed: string): Promise<void> {
+    if (this.reuseGraceMs === 0) return;
+    await keepAnswer.run(
+      this.redis,
+      { session: this.keysOf(userId, sessionId).session },
+      { successor, sealed },
+    );
+  }
+
+  /** The sealed answer a first use kept ('' until it is kept, or once the session moved on). */
+  async keptAnswer(userId: string, sessionId: string): Promise<string> {
+    return (await this.redis.hget(this.keysOf(userId, sessionId).session, "gans")) ?? "";
   }
 
   async grant(userId: string, sessionId: string, grant: Grant): Promise<boolean> {

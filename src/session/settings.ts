@@ -19,6 +19,16 @@ export const sessionSettings = defineSettings({
     section: "tokens",
     text: "Lifetime of refresh tokens (the default is 30 days, the most 365 days).",
   }),
+  // docs/session-api.md#refresh: a client that lost a refresh's answer may ask again.
+  REFRESH_REUSE_GRACE_SECONDS: setting({
+    schema: n().min(0).max(300).default(30),
+    section: "tokens",
+    rule: "a whole number from 0 to 300",
+    text:
+      "How long after its first use a refresh token presented again answers that use's tokens again, " +
+      "while their refresh token is unused (later, or after it was used, a reuse revokes the session; " +
+      "`0`: every reuse does).",
+  }),
   CHANGE_PASSWORD_GRANT_SECONDS: setting({
     schema: n().min(1).max(86_400).default(300),
     section: "tokens",

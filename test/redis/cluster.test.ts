@@ -238,6 +238,19 @@ describe("on a Redis Cluster", () => {
     expect((await post("/v1/session/refresh", { refresh_token: other.body.refresh_token })).status).to.equal(
       401,
     );
+    // A refresh token presented five times at once within REFRESH_REUSE_GRACE_SECONDS: one
+    // successor, the same answer each (docs/session-api.md#refresh), on the user's slot.
+    const third = await login({});
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        post("/v1/session/refresh", { refresh_token: third.body.refresh_token }),
+      ),
+    );
+    for (const a of answers) expect(a.status, a.text).to.equal(200);
+    expect(new Set(answers.map((a) => a.text)).size).to.equal(1);
+    expect(
+      (await post("/v1/session/refresh", { refresh_token: answers[0]?.body.refresh_token })).status,
+    ).to.equal(200);
   });
 
   it("logs in with a password and counts its failures, each window on its own slot", async function () {
