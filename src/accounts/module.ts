@@ -40,6 +40,7 @@ export interface AccountsNeeds extends Pick<SharedParts, "log" | "redis" | "keys
 export function accountsModule(r: AccountsNeeds, webhooks: WebhooksModule): AccountsModule {
   const failures = keyFailures(r.redis, r.keys, r.config.API_KEY_FAILURES_IP);
   webhooks.resolvers.register(ACCOUNT_SECRET_KIND, (customerUuid) => r.accounts.webhookSecret(customerUuid));
+  let indexed: Promise<void> = Promise.resolve();
   return {
     name: "accounts",
     customer: (customerUuidOf) =>
@@ -53,7 +54,7 @@ export function accountsModule(r: AccountsNeeds, webhooks: WebhooksModule): Acco
         // Accounts stored before the index get their entry; in the background, so that a start
         // never waits for a scan of the whole keyspace.
         start: () => {
-          r.accounts.indexApiKeys().then(
+          indexed = r.accounts.indexApiKeys().then(
             (indexed) => {
               if (indexed > 0) r.log.info("API keys indexed", { accounts: indexed });
             },
@@ -64,6 +65,7 @@ export function accountsModule(r: AccountsNeeds, webhooks: WebhooksModule): Acco
             },
           );
         },
+        settled: () => indexed,
       },
     ],
   };

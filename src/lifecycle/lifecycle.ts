@@ -36,6 +36,11 @@ export interface RunningApp<R extends Essentials = Essentials> {
    * something had to be cut at the deadline.
    */
   stop(): Promise<boolean>;
+  /**
+   * Resolves once the start's one-off background passes (the scans that complete indexes) have
+   * ended, failed or not: what a start writes, written.
+   */
+  settled(): Promise<void>;
 }
 
 export interface StartOptions {
@@ -225,5 +230,8 @@ export async function serveModules<R extends Essentials>(
       log.info("ringfence stopped", { clean, tookMs: Date.now() - startedMs });
       return clean;
     })());
-  return { grpcPort: grpc.port, httpPort, adminPort: admin?.port, registry, stop };
+  const settled = async () => {
+    await Promise.allSettled(started.map((work) => work.settled?.() ?? Promise.resolve()));
+  };
+  return { grpcPort: grpc.port, httpPort, adminPort: admin?.port, registry, stop, settled };
 }

@@ -51,6 +51,8 @@ export interface Background {
    */
   readonly singleton?: boolean;
   start?(): void | Promise<void>;
+  /** Resolves once the one-off pass `start` began (a scan completing an index) has ended. */
+  settled?(): Promise<unknown>;
   /** Shutdown began: the calls in flight are cut at `drainEndsMs` (epoch ms). */
   shutdownBegins?(drainEndsMs: number): void;
   /**

@@ -23,6 +23,7 @@ export interface LookupNeeds extends Pick<SharedParts, "log" | "secrets"> {
 
 export function lookupModule(r: LookupNeeds, accounts: AccountsModule): Module {
   const deps = { accounts: r.accounts, secrets: r.secrets, data: r.lookupData };
+  let completed: Promise<void> = Promise.resolve();
   return {
     name: "lookup",
     bindings: [
@@ -45,7 +46,7 @@ export function lookupModule(r: LookupNeeds, accounts: AccountsModule): Module {
         // Sends skip the number's data unless its prefix has overrides: until its records have
         // theirs, every send reads its number's data.
         start: () => {
-          r.lookupData.completeOverridePrefixes().then(
+          completed = r.lookupData.completeOverridePrefixes().then(
             (read) => {
               if (read > 0) r.log.info("number override prefixes completed", { records: read });
             },
@@ -56,6 +57,7 @@ export function lookupModule(r: LookupNeeds, accounts: AccountsModule): Module {
             },
           );
         },
+        settled: () => completed,
       },
     ],
   };

@@ -210,7 +210,7 @@ describe("private_key_jwt client authentication (RFC 7523) and registered auth m
       expect(r.body.token_endpoint_auth_method).to.equal("private_key_jwt");
       expect(r.body.jwks).to.deep.equal({ keys: [es.publicJwk, rs.publicJwk] });
       const added = await keysAddedSince(app.registry.redis, app.config.REDIS_KEY_PREFIX, keys);
-      expect(added).to.have.length(1);
+      expect(added, added.join(" ")).to.have.length(1);
       const stored = await app.registry.redis.hgetall(added[0] ?? "");
       expect(stored).not.to.have.property("secret_hash");
       expect(stored.token_endpoint_auth_method).to.equal("private_key_jwt");

@@ -102,6 +102,8 @@ export async function startTestApp(
     ...env,
   });
   const app = await startApp(config, log);
+  // The start's scans write their marks in the background: a test counting keys must not see them land.
+  await app.settled();
   return {
     ...app,
     config,
