@@ -108,6 +108,8 @@ export interface Meta {
   serviceProcesses: number;
   connections: number;
   seconds: number;
+  /** Load on the same target and cell before each measured run, not measured. */
+  warmupSeconds: number;
   rounds: number;
   sequentialCalls: number;
   /** How the three-provider service differs from the service, when a cell measured it. */
@@ -151,7 +153,7 @@ export function markdown(report: Report, cells: Cell[]): string {
     )
       .map(([k, v]) => `${k}=${v}`)
       .join(", ")}`,
-    `- Load: ${m.connections} connections (gRPC: calls in flight), ${m.seconds} s per cell, ${m.rounds} round(s) alternating the targets' order; the median round by req/s is shown`,
+    `- Load: ${m.connections} connections (gRPC: calls in flight), ${m.seconds} s per cell, each after ${m.warmupSeconds} s of the same calls to the same target (not measured), ${m.rounds} round(s) alternating the targets' order; the median round by req/s is shown`,
     `- Redis columns: ${m.sequentialCalls} sequential calls per cell; commands and all round trips less an idle period as long; awaited round trips from the slow-down per ms of delay added to each Redis answer (5 ms, then 15 ms); checks send a wrong code`,
     ...(m.threeProviders === undefined ? [] : [`- Three providers: ${m.threeProviders}`]),
     "",
