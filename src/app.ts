@@ -14,6 +14,7 @@ import { appsModule } from "./apps/module.js";
 import { oauthModule } from "./oauth/module.js";
 import { sessionModule } from "./session/module.js";
 import { stepUpModule, stepUpTokens } from "./stepup/module.js";
+import { passkeyModule } from "./passkeys/module.js";
 
 export { openRegistry, type Registry } from "./registry.js";
 export type { StartOptions } from "./lifecycle/lifecycle.js";
@@ -33,6 +34,7 @@ export function modules(r: Registry, sweep = true): Module[] {
   const apps = appsModule(r, webhooks);
   const oauth = oauthModule(r, apps);
   const session = sessionModule(r, { messaging, delivery, apps, oauth, stepUpTokens: stepUpTokens(r) });
+  const passkeys = passkeyModule(r, { apps, session });
   return [
     messaging,
     delivery,
@@ -44,7 +46,8 @@ export function modules(r: Registry, sweep = true): Module[] {
     apps,
     oauth,
     session,
-    stepUpModule(r, { apps, session }),
+    passkeys,
+    stepUpModule(r, { apps, session, passkeys: passkeys.passkeys }),
   ];
 }
 

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { accountsCommands } from "./accounts/commands.js";
 import { appsCommands } from "./apps/commands.js";
+import { passkeysCommand } from "./passkeys/commands.js";
 import { sessionCommands } from "./session/commands.js";
 import { oauthCommands } from "./oauth/commands.js";
 import { lookupCommands } from "./lookup/commands.js";
@@ -39,7 +40,7 @@ export function buildProgram(): Command {
   );
   serveCommand(program);
   accountsCommands(program, withRegistry);
-  appsCommands(program, withRegistry);
+  appsCommands(program, withRegistry, [passkeysCommand(withRegistry)]);
   sessionCommands(program, withRegistry);
   oauthCommands(program, withRegistry);
   lookupCommands(program);

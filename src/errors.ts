@@ -69,6 +69,8 @@ export const ERRORS = {
   // webhook's subscription handshake with a wrong verify token).
   forbidden: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
   scope_not_allowed: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
+  // A passkey call for an app whose operator set no relying party (`ringfence apps passkeys`).
+  passkeys_not_configured: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 400 },
   invalid_stepup_config: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   invalid_code: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
   expired_challenge: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 400 },

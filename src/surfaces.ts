@@ -11,6 +11,7 @@ import { LOOKUP_V1, LOOKUP_V2 } from "./lookup/surface.js";
 import { OAUTH } from "./oauth/surface.js";
 import { OPENAPI_PATH, renderYaml } from "./openapi/generate.js";
 import type { DeclaredService } from "./rpc/surface.js";
+import { PASSKEYS } from "./passkeys/surface.js";
 import { SESSION } from "./session/surface.js";
 import { STEP_UP } from "./stepup/surface.js";
 import { VERIFICATION_V2, VERIFY_V1 } from "./verify/surface.js";
@@ -23,6 +24,7 @@ export const SERVICES: readonly DeclaredService[] = [
   FRAUD_V2,
   OAUTH,
   SESSION,
+  PASSKEYS,
   STEP_UP,
   DELIVERY_REPORTS,
   WHATSAPP_WEBHOOK,

@@ -9,8 +9,13 @@ export interface AppCommandNeeds {
   apps: Pick<AppStore, "create" | "get" | "scopes" | "messageCounts">;
 }
 
-export function appsCommands(program: Command, open: OpenStores<AppCommandNeeds>): void {
-  program
+/** `more`: subcommands other domains keep of an app (its passkey relying party). */
+export function appsCommands(
+  program: Command,
+  open: OpenStores<AppCommandNeeds>,
+  more: readonly Command[] = [],
+): void {
+  const apps = program
     .command("apps")
     .description("manage apps of the session service")
     .addCommand(
@@ -45,4 +50,5 @@ export function appsCommands(program: Command, open: OpenStores<AppCommandNeeds>
         });
       }),
     );
+  for (const command of more) apps.addCommand(command);
 }

@@ -37,6 +37,11 @@ export class AppKeys {
     return this.keys.key("appwh", appId, subId, "events", String(gen));
   }
 
+  /** The app's passkey relying party (hash: rp_id, origins JSON), kept by src/passkeys/relying-party.ts. */
+  passkeys(appId: string): string {
+    return this.keys.key("app", appId, "passkeys");
+  }
+
   /** The app's step-up configuration (JSON), kept by src/stepup/store.ts. */
   stepUpConfig(appId: string): string {
     return this.keys.key("app", appId, "stepup");

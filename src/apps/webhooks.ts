@@ -29,6 +29,7 @@ export const APP_EVENT_TYPES = [
   "client.created",
   "client.deleted",
   "client.secret_rotated",
+  "passkey.suspicious",
 ] as const;
 
 export type AppEventType = (typeof APP_EVENT_TYPES)[number];

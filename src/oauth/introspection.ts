@@ -43,15 +43,15 @@ interface Claims {
 /** An access token this service signed, still within its lifetime. */
 type Token =
   | (Claims & { kind: "server"; clientId: string; jkt?: string })
-  | (Claims & { kind: "session"; sessionId: string });
+  | (Claims & { kind: "session"; sessionId: string; acr?: string; authTime?: number });
 
 /**
  * POST /v1/session/oauth/introspect (RFC 7662): the calling client authenticated as at the token
  * endpoint (its failures counted in the same windows), then the token's standing. A server token
  * is active when it is of the client's app, its client still exists and it was not revoked: both
  * read in one round trip, the signature checked against the cached key set. A session access
- * token is active while its session is, with the scopes the session holds for it now (one round
- * trip): a single-use scope consumed since the token was issued is gone. Anything else is
+ * token is active while its session is, with its acr and auth_time and the scopes the session
+ * holds for it now (one round trip): a single-use scope consumed since the token was issued is gone. Anything else is
  * `{active: false}`.
  */
 export async function introspect(
@@ -142,7 +142,15 @@ async function standing(
   }
   const scopes = await deps.sessions.tokenScopes(read.sub, read.sessionId, read.jti);
   if (scopes === undefined) return INACTIVE;
-  return { ...common, scope: scopes.join(" "), tokenType: "Bearer", sessionId: read.sessionId };
+  return {
+    ...common,
+    scope: scopes.join(" "),
+    tokenType: "Bearer",
+    sessionId: read.sessionId,
+    // RFC 9470: the level and time of the session's authentication when the token was issued.
+    ...(read.acr === undefined ? {} : { acr: read.acr }),
+    ...(read.authTime === undefined ? {} : { authTime: read.authTime }),
+  };
 }
 
 /**
@@ -189,7 +197,14 @@ async function readToken(deps: TokenLifecycleDeps, token: string): Promise<Token
   if (typ === SESSION_TOKEN_TYPE) {
     const sessionId = payload.session_id;
     if ("client_id" in payload || typeof sessionId !== "string") return undefined;
-    return { ...claims, kind: "session", sessionId };
+    const { acr, auth_time: authTime } = payload;
+    return {
+      ...claims,
+      kind: "session",
+      sessionId,
+      ...(typeof acr === "string" ? { acr } : {}),
+      ...(typeof authTime === "number" ? { authTime } : {}),
+    };
   }
   return undefined;
 }

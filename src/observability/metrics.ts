@@ -43,6 +43,8 @@ export class Metrics {
   private readonly emailFailed: Counter<"provider" | "reason">;
   private readonly webhooks: Counter<"outcome">;
   private readonly passwordLogins: Counter<"outcome">;
+  private readonly passkeyRegistrations: Counter<"outcome">;
+  private readonly passkeyAssertions: Counter<"use" | "outcome">;
   private readonly redisErrors: Counter<"kind">;
   private readonly redisPing: Histogram;
   private readonly fraudDecisions: Counter<"api" | "action" | "rule">;
@@ -182,6 +184,18 @@ export class Metrics {
       name: "ringfence_password_logins_total",
       help: "Password logins by outcome: success, invalid_credentials (a wrong password, identifier or a user without one), too_many_attempts (refused by a failure window)",
       labelNames: ["outcome"],
+      registers,
+    });
+    this.passkeyRegistrations = new Counter({
+      name: "ringfence_passkey_registrations_total",
+      help: "Passkey registrations by outcome: success, invalid_credential (the authenticator's answer did not verify), expired_challenge, taken (a credential registered already), too_many (the user holds the most)",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.passkeyAssertions = new Counter({
+      name: "ringfence_passkey_logins_total",
+      help: "Passkey assertions by use (login, step_up) and outcome: success, invalid_credentials, counter_backwards (passkey.suspicious emitted), too_many_attempts (refused by a password failure window)",
+      labelNames: ["use", "outcome"],
       registers,
     });
     new Gauge({
@@ -326,6 +340,19 @@ export class Metrics {
   /** One password login's outcome. */
   passwordLogin(outcome: PasswordLoginOutcome): void {
     this.passwordLogins.inc({ outcome });
+  }
+
+  passkeyRegistration(
+    outcome: "success" | "invalid_credential" | "expired_challenge" | "taken" | "too_many",
+  ): void {
+    this.passkeyRegistrations.inc({ outcome });
+  }
+
+  passkeyAssertion(
+    use: "login" | "step_up",
+    outcome: "success" | "invalid_credentials" | "counter_backwards" | "too_many_attempts",
+  ): void {
+    this.passkeyAssertions.inc({ use, outcome });
   }
 
   redisError(): void {

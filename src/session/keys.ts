@@ -24,7 +24,7 @@ export class SessionKeys {
     return this.keys.key("ident", appId, id.type, id.value.toLowerCase());
   }
 
-  /** A session (hash: app, refresh hash, amr, auth_time). */
+  /** A session (hash: app, refresh hash, amr, acr, auth_time). */
   session(userId: string, sessionId: string): string {
     return this.keys.key("sess", userId, sessionId);
   }

@@ -6,6 +6,7 @@ import type { OAuthModule } from "../oauth/module.js";
 import { bindService, handlersOf, type CallerAuthenticator } from "../rpc/binding.js";
 import { CodeSender } from "./delivery.js";
 import { KnownSources } from "./known-sources.js";
+import { loginOpener, type OpenLogin } from "./open-login.js";
 import { PasswordChecker, PasswordFailures } from "./password-login.js";
 import { sessionHandlers, type StepUpTokens } from "./service.js";
 import { SESSION } from "./surface.js";
@@ -33,6 +34,11 @@ export interface SessionModule extends Module {
   authenticate: CallerAuthenticator<Caller>;
   /** Sends login and step-up codes under the session abuse limits. */
   codes: CodeSender;
+  /**
+   * What a login by other means (a passkey) shares with the password login: its failure windows,
+   * the known sources that spare a user's own network, and the opening of its session.
+   */
+  logins: { failures: PasswordFailures; knownSources: KnownSources; open: OpenLogin };
 }
 
 /** Users and their sessions: code and password logins, refreshes (a step-up token's among them), logout. */
@@ -58,6 +64,18 @@ export function sessionModule(
     fraud: r.fraud,
     users: r.users,
   });
+  const passwordFailures = new PasswordFailures(r.redis, r.keys, {
+    perIdentifier: r.config.PASSWORD_FAILURES_IDENTIFIER,
+    perAddress: r.config.PASSWORD_FAILURES_IP,
+  });
+  const knownSources = new KnownSources(r.redis, r.keys, r.secrets);
+  const openLogin = loginOpener({
+    config: r.config,
+    issuer: d.oauth.issuer,
+    sessions: r.sessions,
+    signingKeys: r.signingKeys,
+    events: d.apps.events,
+  });
   const handlers = sessionHandlers({
     config: r.config,
     issuer: d.oauth.issuer,
@@ -73,12 +91,10 @@ export function sessionModule(
     keySet: d.oauth.keySet,
     codes,
     events: d.apps.events,
-    passwordFailures: new PasswordFailures(r.redis, r.keys, {
-      perIdentifier: r.config.PASSWORD_FAILURES_IDENTIFIER,
-      perAddress: r.config.PASSWORD_FAILURES_IP,
-    }),
+    passwordFailures,
     passwords: new PasswordChecker(r.users),
-    knownSources: new KnownSources(r.redis, r.keys, r.secrets),
+    knownSources,
+    openLogin,
     metrics: r.metrics,
   });
   const authenticate = sessionAuthenticator({
@@ -90,6 +106,7 @@ export function sessionModule(
     name: "session",
     authenticate,
     codes,
+    logins: { failures: passwordFailures, knownSources, open: openLogin },
     bindings: [
       bindService(SESSION.definition, handlersOf(SESSION.definition, handlers, d.apps.handlers.session), {
         ...SESSION.surface,

@@ -48,8 +48,20 @@ export class PasswordFailures {
   }
 
   /** Takes the attempt's places; throws the 429 to answer when a window is full (nothing kept). */
-  async begin(appId: string, id: Identifier, source: LoginSource | undefined): Promise<PasswordAttempt> {
-    const groups = this.windowsOf(appId, id, source);
+  begin(appId: string, id: Identifier, source: LoginSource | undefined): Promise<PasswordAttempt> {
+    return this.beginFor(appId, [{ id, source }], source?.address);
+  }
+
+  /**
+   * The same for an attempt on a user, not on one identifier (a passkey's): a place in the window
+   * of each identifier the user holds (none when the credential is unknown) and in the address's.
+   */
+  async beginFor(
+    appId: string,
+    targets: readonly { id: Identifier; source: LoginSource | undefined }[],
+    address: string | undefined,
+  ): Promise<PasswordAttempt> {
+    const groups = this.windowsOf(appId, targets, address);
     const member = randomUUID();
     const taken = await Promise.all(
       groups.map(async (g) => ({
@@ -75,20 +87,22 @@ export class PasswordFailures {
   /** The windows of an attempt, by hash tag: each group is taken by one script. */
   private windowsOf(
     appId: string,
-    id: Identifier,
-    source: LoginSource | undefined,
+    targets: readonly { id: Identifier; source: LoginSource | undefined }[],
+    address: string | undefined,
   ): { windows: Window[]; setting: PasswordFailureSetting }[] {
     const groups: { windows: Window[]; setting: PasswordFailureSetting }[] = [];
     const { perIdentifier, perAddress } = this.rules;
     if (perIdentifier !== null) {
-      const key = this.windowKeys.passwordFailures(appId, id.type, id.value);
-      const windows = identifierWindows({ key, rule: perIdentifier }, source, (digest) =>
-        this.windowKeys.passwordFailuresFrom(appId, digest),
-      );
-      groups.push({ windows, setting: "PASSWORD_FAILURES_IDENTIFIER" });
+      for (const { id, source } of targets) {
+        const key = this.windowKeys.passwordFailures(appId, id.type, id.value);
+        const windows = identifierWindows({ key, rule: perIdentifier }, source, (digest) =>
+          this.windowKeys.passwordFailuresFrom(appId, digest),
+        );
+        groups.push({ windows, setting: "PASSWORD_FAILURES_IDENTIFIER" });
+      }
     }
-    if (source !== undefined && perAddress !== null) {
-      const key = this.windowKeys.addressPasswordFailures(limitSubject(source.address));
+    if (address !== undefined && perAddress !== null) {
+      const key = this.windowKeys.addressPasswordFailures(limitSubject(address));
       groups.push({ windows: [{ key, rule: perAddress }], setting: "PASSWORD_FAILURES_IP" });
     }
     return groups;

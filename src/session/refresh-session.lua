@@ -1,8 +1,8 @@
 -- Rotates a session's refresh token and picks the scopes of the new access token, atomically.
 -- With a refresh token: the current one rotates; a previously used one revokes the session
 -- (reuse means theft), unless it is presented again within REFRESH_REUSE_GRACE_SECONDS of its
--- first use while its successor is unused: a client that lost the answer gets it again. With a step-up token: it is consumed, its scope granted, and the
--- refresh token rotates too. Single-use grants attach to exactly one access token (its jti).
+-- first use while its successor is unused: a client that lost the answer gets it again. With a step-up token: it is consumed, its scope granted, the
+-- session's acr and auth_time become the step-up's, and the refresh token rotates too. Single-use grants attach to exactly one access token (its jti).
 -- KEYS: 1 session, 2 used refresh hashes, 3 grants, 4 step-up token (or the session again),
 -- 5 the user's session index (session id → keepUntil).
 -- ARGV: 1 JSON {sessionId, now, presentedHash?, newHash, jti, keepUntil, graceMs}.
@@ -41,6 +41,10 @@ else
   if t.session ~= sessionKey then return {'invalid'} end
   redis.call('HSET', grantsKey, t.scope,
     cjson.encode({untilMs = args.now + tonumber(t.granted_for) * 1000, mode = t.grant_mode}))
+  -- A completed challenge raises the session's level, from the step-up's time on (kept by refreshes).
+  if t.acr ~= nil and t.auth_time ~= nil then
+    redis.call('HSET', sessionKey, 'acr', t.acr, 'auth_time', t.auth_time)
+  end
 end
 
 redis.call('SADD', usedKey, redis.call('HGET', sessionKey, 'refresh_hash'))

@@ -16,13 +16,14 @@ import { codeLoginAmr, PASSWORD_LOGIN_AMR, PASSWORD_SCOPE, readIdentifier } from
 import type { ChallengeStore } from "./challenges.js";
 import type { CodeSender } from "./delivery.js";
 import { readToken, type SessionLogin, type SessionStore } from "./sessions.js";
-import { issueSessionToken, userOf } from "./tokens.js";
+import { tokenSet, userOf, type TokenSet } from "./tokens.js";
 import type { SessionSettings } from "./settings.js";
 import type { UserStore } from "./users.js";
 import { PASSWORD_LENGTH } from "./password.js";
 import type { Metrics } from "../observability/metrics.js";
 import { invalidCredentials, type PasswordChecker, type PasswordFailures } from "./password-login.js";
 import type { KnownSources } from "./known-sources.js";
+import type { OpenLogin } from "./open-login.js";
 
 /** How long a refresh token presented again waits for its first use's answer to be kept. */
 const FIRST_ANSWER_WAIT_MS = 2_000;
@@ -61,14 +62,9 @@ export interface SessionDeps {
   passwords: PasswordChecker;
   /** The networks each identifier completed a login from: its windows spare them. */
   knownSources: KnownSources;
+  /** Opens the session of a password login. */
+  openLogin: OpenLogin;
   metrics: Pick<Metrics, "passwordLogin" | "refreshReuse">;
-}
-
-export interface TokenSet {
-  accessToken: string;
-  refreshToken: string;
-  expiresIn: number;
-  scope: string;
 }
 
 /** What sessions bring to their contract; its app operation (createAppWebhook) is src/apps/'s. */
@@ -80,7 +76,7 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
   const { config, issuer } = deps;
   const codeTtlSeconds = codePolicy(config).ttlSeconds;
 
-  async function tokens(
+  function tokens(
     userId: string,
     sessionId: string,
     appId: string,
@@ -89,7 +85,7 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
     refreshToken: string,
     login: SessionLogin,
   ): Promise<TokenSet> {
-    const accessToken = await issueSessionToken(deps.signingKeys, {
+    return tokenSet(deps.signingKeys, {
       issuer,
       userId,
       sessionId,
@@ -98,13 +94,8 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
       jti,
       lifetimeSeconds: config.SESSION_TOKEN_TTL_SECONDS,
       login,
-    });
-    return {
-      accessToken,
       refreshToken,
-      expiresIn: config.SESSION_TOKEN_TTL_SECONDS,
-      scope: scopes.join(" "),
-    };
+    });
   }
 
   /**
@@ -231,20 +222,12 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
         throw invalidCredentials();
       }
       await Promise.all([attempt.succeeded(), deps.knownSources.remember(source)]);
-      const jti = randomUUID();
-      const opened = await deps.sessions.open(user.userId, app.appId, jti, { amr: [...PASSWORD_LOGIN_AMR] });
-      await deps.events.emit(
-        app.appId,
-        "session.created",
-        {
-          user_id: user.userId,
-          session_id: opened.sessionId,
-          new_user: false,
-        },
-        { call: ctx },
+      const answer = await deps.openLogin(
+        { userId: user.userId, appId: app.appId, amr: [...PASSWORD_LOGIN_AMR], acr: "1" },
+        ctx,
       );
       deps.metrics.passwordLogin("success");
-      return tokens(user.userId, opened.sessionId, app.appId, [], jti, opened.refreshToken, opened.login);
+      return answer;
     },
 
     async refreshSession(req, ctx) {
@@ -317,15 +300,12 @@ export function sessionHandlers(deps: SessionDeps): HandlerSet<typeof SessionSer
           { call: ctx },
         );
       }
-      const answer = await tokens(
-        userId,
-        sessionId,
-        appId,
-        result.scopes,
-        jti,
-        result.refreshToken,
-        session.login,
-      );
+      // A redeemed step-up raised the session's acr and auth_time (docs/session-api.md#authentication-level).
+      const login =
+        stepUpScope === undefined
+          ? session.login
+          : ((await deps.sessions.describe(userId, sessionId))?.login ?? session.login);
+      const answer = await tokens(userId, sessionId, appId, result.scopes, jti, result.refreshToken, login);
       if (req.refreshToken !== "") {
         // Kept sealed for a client that loses this answer and asks again within the grace.
         await deps.sessions.keepAnswer(

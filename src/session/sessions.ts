@@ -65,11 +65,19 @@ function sha256(s: string): string {
   return createHash("sha256").update(s).digest("hex");
 }
 
-/** How the session's user logged in: RFC 8176 `amr` values and the login's time (seconds). */
+/**
+ * How the session's user logged in: RFC 8176 `amr` values, the authentication level (`acr`,
+ * docs/session-api.md#authentication-level) and the time of the last authentication (seconds).
+ */
 export interface SessionLogin {
   amr: string[];
+  acr: Acr;
   authTime: number;
 }
+
+/** The authentication levels: "1" a code or a password, "2" a passkey with user verification, or a step-up. */
+export const ACR_VALUES = ["1", "2"] as const;
+export type Acr = (typeof ACR_VALUES)[number];
 
 /**
  * Sessions live under their user's hash tag, beside the user, so a password change, the
@@ -109,7 +117,7 @@ export class SessionStore {
     userId: string,
     appId: string,
     jti: string,
-    login: { amr: string[]; grant?: Grant },
+    login: { amr: string[]; acr?: Acr; grant?: Grant },
   ): Promise<{ sessionId: string; refreshToken: string; login: SessionLogin }> {
     const sessionId = randomBytes(16).toString("base64url");
     const refresh = newToken("rt", userId, sessionId);
@@ -126,6 +134,7 @@ export class SessionStore {
           createdAt: new Date(now).toISOString(),
           refreshHash: refresh.hash,
           amr: login.amr.join(" "),
+          acr: login.acr ?? "1",
           authTime,
           now,
           keepUntil: now + this.refreshLifetimeMs,
@@ -133,29 +142,36 @@ export class SessionStore {
         }),
       },
     );
-    return { sessionId, refreshToken: refresh.token, login: { amr: login.amr, authTime } };
+    return {
+      sessionId,
+      refreshToken: refresh.token,
+      login: { amr: login.amr, acr: login.acr ?? "1", authTime },
+    };
   }
 
   /**
    * The app of a session and how its user logged in; undefined when it has ended. A session
-   * opened before logins were recorded counts as a code login at its creation.
+   * opened before logins were recorded counts as a code login at its creation, at level "1".
    */
   async describe(
     userId: string,
     sessionId: string,
   ): Promise<{ appId: string; login: SessionLogin } | undefined> {
-    const [appId, amr, authTime, createdAt] = await this.redis.hmget(
+    const [appId, amr, authTime, createdAt, acr] = await this.redis.hmget(
       this.keysOf(userId, sessionId).session,
       "app_id",
       "amr",
       "auth_time",
       "created_at",
+      "acr",
     );
     if (appId == null) return undefined;
     return {
       appId,
       login: {
         amr: amr == null ? ["otp"] : amr.split(" "),
+        // Sessions opened before levels were recorded: a code or password login's.
+        acr: acr === "2" ? "2" : "1",
         authTime: authTime == null ? Math.floor(Date.parse(createdAt ?? "") / 1000) || 0 : Number(authTime),
       },
     };

@@ -16,8 +16,9 @@ export interface Caller {
 
 /**
  * A user session access token: header `typ: session+jwt` (never `at+jwt`, so a verifier of
- * server tokens refuses it); claims sub (user), session_id, app_id, scope, amr and auth_time (the
- * login's methods and time, kept across refreshes), signed like server tokens. No `client_id`:
+ * server tokens refuses it); claims sub (user), session_id, app_id, scope, amr, acr and auth_time
+ * (the login's methods, the session's level and the time of its last authentication, kept across
+ * refreshes), signed like server tokens. No `client_id`:
  * that claim names the client of a server token.
  */
 export async function issueSessionToken(
@@ -44,6 +45,7 @@ export async function issueSessionToken(
       session_id: c.sessionId,
       scope: c.scopes.join(" "),
       amr: c.login.amr,
+      acr: c.login.acr,
       auth_time: c.login.authTime,
       iat,
       exp: iat + c.lifetimeSeconds,
@@ -51,6 +53,28 @@ export async function issueSessionToken(
     },
     { typ: SESSION_TOKEN_TYPE },
   );
+}
+
+/** A login's or refresh's answer. */
+export interface TokenSet {
+  accessToken: string;
+  refreshToken: string;
+  expiresIn: number;
+  scope: string;
+}
+
+/** The answer of a login or refresh: a new access token beside the session's refresh token. */
+export async function tokenSet(
+  keys: SigningKeys,
+  c: Parameters<typeof issueSessionToken>[1] & { refreshToken: string },
+): Promise<TokenSet> {
+  const accessToken = await issueSessionToken(keys, c);
+  return {
+    accessToken,
+    refreshToken: c.refreshToken,
+    expiresIn: c.lifetimeSeconds,
+    scope: c.scopes.join(" "),
+  };
 }
 
 const CHALLENGE = { "www-authenticate": 'Bearer realm="ringfence", error="invalid_token"' };

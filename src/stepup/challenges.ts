@@ -39,20 +39,46 @@ export class StepUpChallenges {
     this.keys = new StepUpKeys(keys);
   }
 
-  /** A step-up challenge for the step at `state.stepIndex`. */
+  /**
+   * A step-up challenge for the step at `state.stepIndex`; a `verify_passkey` step keeps its
+   * WebAuthn challenge (`passkeyChallenge`) and a code hash no code matches.
+   */
   async create(
     userId: string,
     state: StepUpState,
     expiresAtMs: number,
     codeHash: (challengeId: string) => string,
+    passkeyChallenge?: string,
   ): Promise<{ token: string; key: string }> {
     const { secret, key } = await storeChallenge(this.redis, {
       keyOf: (id) => this.keys.challenge(userId, id),
-      fields: { kind: "stepup", state: JSON.stringify(state) },
+      fields: {
+        kind: "stepup",
+        state: JSON.stringify(state),
+        ...(passkeyChallenge === undefined ? {} : { passkey_challenge: passkeyChallenge }),
+      },
       expiresAtMs,
       codeHash,
     });
     return { token: `sc_${userId}.${secret}`, key };
+  }
+
+  /**
+   * Takes a `verify_passkey` step's challenge: read and removed at once, so it answers one
+   * attempt, right or wrong, whichever process gets it.
+   */
+  async take(
+    key: string,
+  ): Promise<{ state: StepUpState; passkeyChallenge: string; expiresAtMs: number } | undefined> {
+    const [[, h]] = (await this.redis.multi().hgetall(key).del(key).exec()) as [
+      [Error | null, Record<string, string>],
+    ];
+    if (h.kind !== "stepup" || h.state === undefined || h.passkey_challenge === undefined) return undefined;
+    return {
+      state: JSON.parse(h.state) as StepUpState,
+      passkeyChallenge: h.passkey_challenge,
+      expiresAtMs: Number(h.expires_at_ms ?? 0),
+    };
   }
 
   read(token: string): { userId: string; id: string; key: string } | undefined {
@@ -79,6 +105,9 @@ export class StepUpChallenges {
         scope: state.scope,
         granted_for: String(state.grantedFor),
         grant_mode: state.grantMode,
+        // The session's level and authentication time once redeemed (refresh-session.lua).
+        acr: "2",
+        auth_time: String(Math.floor(Date.now() / 1000)),
       })
       .pexpire(key, ttlMs)
       .exec();

@@ -38,18 +38,24 @@ export class StepUpLimits {
    * One more delegated step-up decision for this user and session: each calls the app's hook, so
    * they share the step-up windows' rules (STEPUP_LIMIT_USER, STEPUP_LIMIT_SESSION).
    */
-  async allowHookCall(userId: string, sessionId: string): Promise<void> {
-    const { config, keys, redis } = this.deps;
-    const rl = new WindowKeys(keys);
+  allowHookCall(userId: string, sessionId: string): Promise<void> {
+    const rl = new WindowKeys(this.deps.keys);
+    return this.take(rl.hookCalls(userId), rl.hookCalls(userId, sessionId));
+  }
+
+  /** One more `verify_passkey` step opened for this user and session: the windows of the steps' codes. */
+  allowPasskeyStep(userId: string, sessionId: string): Promise<void> {
+    const rl = new WindowKeys(this.deps.keys);
+    return this.take(rl.stepUp(userId), rl.stepUp(userId, sessionId));
+  }
+
+  private async take(userKey: string, sessionKey: string): Promise<void> {
+    const { config, redis } = this.deps;
     const { waitMs, full } = await takeWindows(
       redis,
       [
-        { key: rl.hookCalls(userId), rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
-        {
-          key: rl.hookCalls(userId, sessionId),
-          rule: config.STEPUP_LIMIT_SESSION,
-          name: "STEPUP_LIMIT_SESSION",
-        },
+        { key: userKey, rule: config.STEPUP_LIMIT_USER, name: "STEPUP_LIMIT_USER" },
+        { key: sessionKey, rule: config.STEPUP_LIMIT_SESSION, name: "STEPUP_LIMIT_SESSION" },
       ],
       randomUUID(),
     );

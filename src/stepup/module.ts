@@ -29,7 +29,10 @@ export function stepUpTokens(r: Pick<SharedParts, "redis" | "keys">): StepUpChal
 }
 
 /** Step-up: each app's configuration, its decisions (direct or by the app's hook), its challenges. */
-export function stepUpModule(r: StepUpNeeds, d: { apps: AppsModule; session: StepUpSessionModule }): Module {
+export function stepUpModule(
+  r: StepUpNeeds,
+  d: { apps: AppsModule; session: StepUpSessionModule; passkeys: HandlerDeps["passkeys"] },
+): Module {
   const handlers = stepUpHandlers({
     config: r.config,
     log: r.log,
@@ -45,6 +48,7 @@ export function stepUpModule(r: StepUpNeeds, d: { apps: AppsModule; session: Ste
     delegation: new DelegationClient({ keys: r.signingKeys, logger: r.log, fetch: r.outbound.fetch }),
     outbound: r.outbound,
     events: d.apps.events,
+    passkeys: d.passkeys,
   });
   return {
     name: "stepup",

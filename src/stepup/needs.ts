@@ -3,6 +3,10 @@ import type { SessionStore } from "../session/sessions.js";
 import type { UserStore } from "../session/users.js";
 import type { CallerAuthenticator } from "../rpc/binding.js";
 import type { Caller } from "../session/tokens.js";
+import type { Passkeys } from "../passkeys/passkeys.js";
+
+/** The authentication levels of sessions (docs/session-api.md#authentication-level). */
+export { ACR_VALUES, type Acr, type SessionLogin } from "../session/sessions.js";
 
 /** The user and session of a call, as the session chain put them on its context. */
 export { userOf } from "../session/tokens.js";
@@ -25,7 +29,13 @@ export {
 } from "../session/identity.js";
 
 /** The sessions step-up reads and grants scopes on. */
-export type StepUpSessions = Pick<SessionStore, "alive" | "grant" | "keysOf" | "scopes" | "resetPassword">;
+export type StepUpSessions = Pick<
+  SessionStore,
+  "alive" | "describe" | "grant" | "keysOf" | "scopes" | "resetPassword"
+>;
+
+/** The passkeys a `verify_passkey` step asks for (src/passkeys/). */
+export type StepUpPasskeys = Pick<Passkeys, "holdsAny" | "stepOptions" | "read" | "assert">;
 
 /** The users whose identifiers a step receives its code on. */
 export type StepUpUsers = Pick<UserStore, "get">;

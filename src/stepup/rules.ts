@@ -10,6 +10,9 @@ export const STEP_IDENTIFIER: Readonly<Record<string, IdentifierType>> = {
   verify_sms: "phone_number",
 };
 
+/** The step a passkey completes (docs/session-api.md#passkeys-in-step-up): no identifier, a passkey of the app. */
+export const PASSKEY_STEP = "verify_passkey";
+
 export const STATUSES = ["continue", "review", "block"] as const;
 export type Status = (typeof STATUSES)[number];
 
@@ -26,8 +29,8 @@ export const EXPIRATION_DURATION = { min: 30, max: 3_600 } as const;
 export const MAX_STEPS = 10;
 
 /**
- * A step key: `verify_email`, `verify_sms`, or a custom key of this shape. Only `verify_email` and
- * `verify_sms` can be completed by this service; a custom key is accepted
+ * A step key: `verify_email`, `verify_sms`, `verify_passkey`, or a custom key of this shape. Only
+ * those three can be completed by this service; a custom key is accepted
  * (docs/session-api.md#step-up-configuration allows it) but a challenge that reaches it cannot go further here.
  */
 export const STEP_KEY = /^[a-z][a-z0-9_]{0,63}$/;
@@ -113,7 +116,8 @@ function stepsProblem(
     if (!STEP_KEY.test(step.key)) {
       return {
         field: `${at}.key`,
-        message: "must be verify_email, verify_sms or a custom key matching ^[a-z][a-z0-9_]{0,63}$",
+        message:
+          "must be verify_email, verify_sms, verify_passkey or a custom key matching ^[a-z][a-z0-9_]{0,63}$",
       };
     }
     const needs = STEP_IDENTIFIER[step.key];

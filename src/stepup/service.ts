@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { badField, RingfenceError } from "../errors.js";
 import type { CallScope } from "../observability/calls.js";
 import type { Logger } from "../log.js";
@@ -10,11 +11,12 @@ import type { StepUpServiceService } from "../gen/ringfence/stepup/v1/stepup_ser
 import type { AppStore } from "../apps/store.js";
 import { SCOPE } from "../apps/app.js";
 import { checkChallenge, issueChallenge } from "../otp/challenge.js";
+import { codePolicy } from "../otp/settings.js";
 import { appOf } from "../apps/store.js";
 import type { AppEvents } from "../apps/webhooks.js";
 import type { StepUpChallenges, StepUpState } from "./challenges.js";
 import { fail, toResponse, validateStepUpConfig } from "./config.js";
-import { decide } from "./decide.js";
+import { decide, type Holdings } from "./decide.js";
 import type { DelegationClient } from "./delegation.js";
 import type { StepUpLimits } from "./limits.js";
 import {
@@ -23,10 +25,12 @@ import {
   PASSWORD_SCOPE,
   userOf,
   type StepUpCodes,
+  type StepUpPasskeys,
   type StepUpSessions,
   type StepUpUsers,
 } from "./needs.js";
-import { STEP_IDENTIFIER, type Decision } from "./rules.js";
+import { PASSKEY_STEP, STEP_IDENTIFIER, type Decision } from "./rules.js";
+import { needsAuthentication, readAuthRequest, reauthenticationSteps } from "./reauthentication.js";
 import type { OtpSettings } from "../otp/settings.js";
 import type { StepUpSettings } from "./settings.js";
 import type { StepUpConfigStore } from "./store.js";
@@ -48,28 +52,87 @@ export interface StepUpDeps {
   /** Checks jwks_url and hook URLs: no private or reserved address (OUTBOUND_ALLOWED_CIDRS). */
   outbound: Pick<OutboundGuard, "refusal">;
   events: AppEvents;
+  /** Passkeys, for `verify_passkey` steps. */
+  passkeys: StepUpPasskeys;
+}
+
+/** A step opened: its challenge token, and a passkey step's request options. */
+interface OpenedStep {
+  token: string;
+  passkeyOptions?: Record<string, unknown>;
 }
 
 /** Step-up configuration, decisions, challenge steps and the password change they unlock. */
 export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceService> {
   const { config } = deps;
+  const codeTtlSeconds = codePolicy(config).ttlSeconds;
 
-  /** Opens the challenge of step `index`, sending its code; undefined when it cannot be sent. */
-  async function openStep(userId: string, state: StepUpState, call: CallScope): Promise<string | undefined> {
+  /**
+   * Opens the challenge of step `index`: sends its code, or for `verify_passkey` keeps a WebAuthn
+   * challenge and answers its request options; undefined when the user cannot complete it.
+   */
+  async function openStep(
+    userId: string,
+    state: StepUpState,
+    call: CallScope,
+  ): Promise<OpenedStep | undefined> {
     const step = state.steps[state.stepIndex];
-    const type = step === undefined ? undefined : STEP_IDENTIFIER[step.key];
+    if (step === undefined) return undefined;
+    const expiresAtMs = Date.now() + step.expirationDuration * 1000;
+    if (step.key === PASSKEY_STEP) {
+      await deps.limits.allowPasskeyStep(userId, state.sessionId);
+      const passkey = await deps.passkeys.stepOptions(state.appId, userId);
+      if (passkey === undefined) return undefined;
+      // No code completes this step: the hash is of nothing anyone holds.
+      const unusable = randomBytes(32).toString("hex");
+      const { token } = await deps.challenges.create(
+        userId,
+        state,
+        expiresAtMs,
+        () => unusable,
+        passkey.challenge,
+      );
+      return { token, passkeyOptions: passkey.options };
+    }
+    const type = STEP_IDENTIFIER[step.key];
     const user = await deps.users.get(userId);
     const identifier = user?.identifiers.find((i) => i.type === type);
-    if (step === undefined || identifier === undefined) return undefined;
+    if (identifier === undefined) return undefined;
     await deps.limits.allowStep(state.appId, userId, state.sessionId, identifier);
-    const expiresAtMs = Date.now() + step.expirationDuration * 1000;
     const challenge = await issueChallenge(deps, {
       create: (codeHash) => deps.challenges.create(userId, state, expiresAtMs, codeHash),
       send: (code) =>
         deps.codes.send(state.appId, identifier, code, "step_up", step.expirationDuration, call),
       remove: (key) => deps.challenges.remove(key),
     });
-    return challenge.token;
+    return { token: challenge.token };
+  }
+
+  /**
+   * The step after a completed one: its challenge, or once none is left the step-up token
+   * redeemed at /v1/session/refresh.
+   */
+  async function advance(userId: string, state: StepUpState, call: CallScope) {
+    const next = { ...state, stepIndex: state.stepIndex + 1 };
+    const nextStep = next.steps[next.stepIndex];
+    if (nextStep !== undefined) {
+      const opened = await openStep(userId, next, call);
+      if (opened === undefined)
+        throw new RingfenceError("expired_challenge", `the step ${nextStep.key} cannot be completed`);
+      return {
+        challengeToken: opened.token,
+        currentStep: nextStep.key,
+        passkeyOptions: opened.passkeyOptions,
+      };
+    }
+    const sessionKey = deps.sessions.keysOf(userId, state.sessionId).session;
+    const stepUpToken = await deps.challenges.createToken(
+      userId,
+      sessionKey,
+      state,
+      config.STEP_UP_TOKEN_TTL_SECONDS * 1000,
+    );
+    return { challengeToken: stepUpToken, currentStep: "completed", passkeyOptions: undefined };
   }
 
   /** A step's right code: an SMS step's conversion counts for the fraud engine (docs/fraud.md). */
@@ -104,9 +167,17 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
       if (!(await deps.apps.scopes(caller.appId)).includes(scope.data)) {
         throw new RingfenceError("scope_not_allowed", `the app does not allow the scope ${scope.data}`);
       }
-      const user = await deps.users.get(caller.userId);
-      const stored = await deps.configs.get(caller.appId);
-      const held = new Set(user?.identifiers.map((i) => i.type) ?? []);
+      const wanted = readAuthRequest(req);
+      const [user, stored, passkey, session] = await Promise.all([
+        deps.users.get(caller.userId),
+        deps.configs.get(caller.appId),
+        deps.passkeys.holdsAny(caller.userId),
+        wanted === undefined ? undefined : deps.sessions.describe(caller.userId, caller.sessionId),
+      ]);
+      const held: Holdings = {
+        identifierTypes: new Set(user?.identifiers.map((i) => i.type) ?? []),
+        passkey,
+      };
       const resolution =
         stored === undefined ? ({ kind: "none" } as const) : decide(stored, scope.data, held);
       let decision: Decision;
@@ -121,6 +192,19 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
           metadata: req.metadata ?? {},
         });
       } else decision = { status: "block", grantedFor: 0, grantMode: "single-use", steps: [] };
+
+      // RFC 9470: a session below the level asked, or authenticated too long ago, is challenged.
+      if (
+        decision.status === "continue" &&
+        wanted !== undefined &&
+        needsAuthentication(wanted, session?.login)
+      ) {
+        const steps = reauthenticationSteps(stored, scope.data, held, codeTtlSeconds);
+        decision =
+          steps.length === 0
+            ? { ...decision, status: "block", steps: [] }
+            : { ...decision, status: "review", steps };
+      }
 
       if (decision.status === "continue") {
         const until = Date.now() + decision.grantedFor * 1000;
@@ -142,9 +226,11 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
           },
           { call: ctx },
         );
-        return { status: "continue", challengeToken: "", steps: [] };
+        return { status: "continue", challengeToken: "", steps: [], passkeyOptions: undefined };
       }
-      if (decision.status === "block") return { status: "block", challengeToken: "", steps: [] };
+      if (decision.status === "block") {
+        return { status: "block", challengeToken: "", steps: [], passkeyOptions: undefined };
+      }
 
       const steps = [...decision.steps].sort((a, b) => a.order - b.order);
       const state: StepUpState = {
@@ -156,12 +242,12 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
         steps,
         stepIndex: 0,
       };
-      const token = await openStep(caller.userId, state, ctx);
-      if (token === undefined) {
+      const opened = await openStep(caller.userId, state, ctx);
+      if (opened === undefined) {
         ctx.log.warn("step-up review with a step this user cannot complete: blocked", { scope: scope.data });
-        return { status: "block", challengeToken: "", steps: [] };
+        return { status: "block", challengeToken: "", steps: [], passkeyOptions: undefined };
       }
-      return { status: "review", challengeToken: token, steps };
+      return { status: "review", challengeToken: opened.token, steps, passkeyOptions: opened.passkeyOptions };
     },
 
     async checkStepUpOtp(req, ctx) {
@@ -174,26 +260,49 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
       if (!(await deps.sessions.alive(ref.userId, state.sessionId))) {
         throw new RingfenceError("invalid_token", "the session has ended");
       }
+      if (state.steps[state.stepIndex]?.key === PASSKEY_STEP) {
+        throw badField(
+          "challenge_token",
+          "the current step is verify_passkey: answer it at /v1/session/passkey/check",
+        );
+      }
       await deps.codes.allowCheck({ userId: ref.userId });
       await checkChallenge(deps, ref, req.code);
       await deps.challenges.remove(ref.key);
       await convertedStep(ref.userId, state);
-      const next = { ...state, stepIndex: state.stepIndex + 1 };
-      const nextStep = next.steps[next.stepIndex];
-      if (nextStep !== undefined) {
-        const token = await openStep(ref.userId, next, ctx);
-        if (token === undefined)
-          throw new RingfenceError("expired_challenge", `the step ${nextStep.key} cannot be completed`);
-        return { challengeToken: token, currentStep: nextStep.key };
+      return advance(ref.userId, state, ctx);
+    },
+
+    async checkStepUpPasskey(req, ctx) {
+      noStore(ctx);
+      if (req.challengeToken === "") throw badField("challenge_token", "is required");
+      const response = deps.passkeys.read(req.credential);
+      const ref = deps.challenges.read(req.challengeToken);
+      // Taken by this attempt whatever comes of it: a challenge answers one attempt.
+      const taken = ref === undefined ? undefined : await deps.challenges.take(ref.key);
+      if (ref === undefined || taken === undefined) {
+        throw new RingfenceError(
+          "expired_challenge",
+          "unknown, used or expired challenge_token, or not a verify_passkey step",
+        );
       }
-      const sessionKey = deps.sessions.keysOf(ref.userId, state.sessionId).session;
-      const stepUpToken = await deps.challenges.createToken(
+      const { state } = taken;
+      if (!(await deps.sessions.alive(ref.userId, state.sessionId))) {
+        throw new RingfenceError("invalid_token", "the session has ended");
+      }
+      await deps.passkeys.assert(
+        "step_up",
+        {
+          appId: state.appId,
+          challenge: taken.passkeyChallenge,
+          fresh: true,
+          expiresAtMs: taken.expiresAtMs,
+        },
+        response,
+        ctx,
         ref.userId,
-        sessionKey,
-        state,
-        config.STEP_UP_TOKEN_TTL_SECONDS * 1000,
       );
-      return { challengeToken: stepUpToken, currentStep: "completed" };
+      return advance(ref.userId, state, ctx);
     },
 
     async resetPassword(req, ctx) {

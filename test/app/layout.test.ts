@@ -58,6 +58,7 @@ const DOMAINS = [
   "messaging",
   "oauth",
   "otp",
+  "passkeys",
   "session",
   "stepup",
   "v1",

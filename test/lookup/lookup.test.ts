@@ -325,6 +325,7 @@ describe("V1 lookup", () => {
         "ringfence.lookup.v1.LookupService",
         "ringfence.lookup.v2.LookupService",
         "ringfence.oauth.v1.OAuthService",
+        "ringfence.session.v1.PasskeyService",
         "ringfence.session.v1.SessionService",
         "ringfence.stepup.v1.StepUpService",
         "ringfence.verify.v1.VerifyService",

@@ -204,6 +204,8 @@ describe("token introspection (RFC 7662)", () => {
       token_type: "Bearer",
       app_id: owner.appId,
       session_id: s.sessionId,
+      acr: "1",
+      auth_time: claims.auth_time,
     });
     const out = await rest(app.baseUrl).call("POST", "/v1/session/logout", { body: {}, bearer: s.token });
     expect(out.status).to.equal(204);
@@ -239,6 +241,8 @@ describe("token introspection (RFC 7662)", () => {
       token_type: "Bearer",
       app_id: owner.appId,
       session_id: s.sessionId,
+      acr: "1",
+      auth_time: claims.auth_time,
     });
   });
 
@@ -258,7 +262,7 @@ describe("token introspection (RFC 7662)", () => {
       scopes: [],
       jti: newJti(),
       lifetimeSeconds: app.config.SESSION_TOKEN_TTL_SECONDS,
-      login: { amr: ["otp"], authTime: Math.floor(Date.now() / 1000) },
+      login: { amr: ["otp"], acr: "1", authTime: Math.floor(Date.now() / 1000) },
     });
     const grant = (scope: string, untilMs: number) =>
       app.registry.sessions.grant(s.userId, s.sessionId, { scope, untilMs, mode: "session" });

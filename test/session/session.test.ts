@@ -411,6 +411,7 @@ describe("sessions, step-up and password change", () => {
       expect(protectedHeader.typ).to.equal("session+jwt");
       expect(payload).not.to.have.property("client_id");
       expect(Object.keys(payload).sort()).to.deep.equal([
+        "acr",
         "amr",
         "app_id",
         "aud",
@@ -669,7 +670,7 @@ describe("sessions, step-up and password change", () => {
       before = sms.messages.length;
       const asked = await unary(
         stepups.requestStepUp.bind(stepups),
-        { scope: PWD, metadata: undefined },
+        { scope: PWD, metadata: undefined, acrValues: "", maxAge: undefined },
         bearer,
       );
       expect(asked.res?.status).to.equal("review");

@@ -31,7 +31,7 @@ function config(...entries: StepUpConfig["entries"]): StepUpConfig {
   return { jwksUrl: "https://app.example/jwks.json", stepKeys: [], entries };
 }
 
-const held = (...types: IdentifierType[]) => new Set(types);
+const held = (...types: IdentifierType[]) => ({ identifierTypes: new Set(types), passkey: false });
 
 describe("step-up decision", () => {
   const spec = config(otherScope, email, hook, phone);
@@ -78,6 +78,26 @@ describe("step-up decision", () => {
   it("entries of another scope never match", () => {
     expect(decide(config(otherScope), SCOPE, held("phone_number"))).to.deep.equal({ kind: "none" });
     expect(decide(spec, "svc:unknown", held("phone_number", "email_address"))).to.deep.equal({
+      kind: "none",
+    });
+  });
+
+  it("a verify_passkey entry matches only a user holding a passkey for the app", () => {
+    const passkey: DirectEntry = {
+      ...phone,
+      steps: [{ order: 1, key: "verify_passkey", expirationDuration: 300 }],
+    };
+    const withPasskey = { identifierTypes: new Set<IdentifierType>(["phone_number"]), passkey: true };
+    expect(decide(config(passkey, phone), SCOPE, withPasskey)).to.deep.equal({
+      kind: "direct",
+      entry: passkey,
+    });
+    expect(decide(config(passkey, phone), SCOPE, held("phone_number"))).to.deep.equal({
+      kind: "direct",
+      entry: phone,
+    });
+    // The entry rules still hold: its identifier types must overlap the user's.
+    expect(decide(config(passkey), SCOPE, { ...withPasskey, identifierTypes: new Set() })).to.deep.equal({
       kind: "none",
     });
   });

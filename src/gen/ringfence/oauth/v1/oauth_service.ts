@@ -259,7 +259,18 @@ export interface IntrospectTokenResponse {
     | string
     | undefined;
   /** The key a DPoP-bound token is bound to. */
-  cnf?: Confirmation | undefined;
+  cnf?:
+    | Confirmation
+    | undefined;
+  /**
+   * A session token's authentication level: "1" (a code or password), "2" (a passkey with user
+   * verification, or a step-up).
+   */
+  acr?:
+    | string
+    | undefined;
+  /** A session token's authentication time, Unix seconds. */
+  authTime?: number | undefined;
 }
 
 /** RevokeTokenRequest carries the raw revocation request. */
@@ -1456,6 +1467,8 @@ function createBaseIntrospectTokenResponse(): IntrospectTokenResponse {
     appId: undefined,
     sessionId: undefined,
     cnf: undefined,
+    acr: undefined,
+    authTime: undefined,
   };
 }
 
@@ -1499,6 +1512,12 @@ export const IntrospectTokenResponse: MessageFns<IntrospectTokenResponse> = {
     }
     if (message.cnf !== undefined) {
       Confirmation.encode(message.cnf, writer.uint32(106).fork()).join();
+    }
+    if (message.acr !== undefined) {
+      writer.uint32(114).string(message.acr);
+    }
+    if (message.authTime !== undefined) {
+      writer.uint32(120).uint32(message.authTime);
     }
     return writer;
   },
@@ -1618,6 +1637,22 @@ export const IntrospectTokenResponse: MessageFns<IntrospectTokenResponse> = {
             }
 
             message.cnf = Confirmation.decode(reader, reader.uint32());
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.acr = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.authTime = reader.uint32();
             continue;
           }
         }

@@ -59,7 +59,7 @@ export interface CheckOtpLoginRequest {
 /** CheckOtpLoginResponse is the new session's tokens. */
 export interface CheckOtpLoginResponse {
   /**
-   * Short-lived JWT, header typ session+jwt, with sub, session_id, app_id, scope, amr, auth_time
+   * Short-lived JWT, header typ session+jwt, with sub, session_id, app_id, scope, amr, acr, auth_time
    * and no client_id.
    */
   accessToken: string;
@@ -86,7 +86,7 @@ export interface LoginWithPasswordRequest {
 /** LoginWithPasswordResponse is the new session's tokens, as CheckOtpLoginResponse. */
 export interface LoginWithPasswordResponse {
   /**
-   * Short-lived JWT, header typ session+jwt, with sub, session_id, app_id, scope, amr ["pwd"],
+   * Short-lived JWT, header typ session+jwt, with sub, session_id, app_id, scope, amr ["pwd"], acr "1",
    * auth_time and no client_id.
    */
   accessToken: string;
@@ -109,7 +109,7 @@ export interface RefreshSessionRequest {
 /** RefreshSessionResponse is the session's new tokens. */
 export interface RefreshSessionResponse {
   /**
-   * Short-lived JWT, header typ session+jwt, with sub, session_id, app_id, scope, amr, auth_time
+   * Short-lived JWT, header typ session+jwt, with sub, session_id, app_id, scope, amr, acr, auth_time
    * and no client_id.
    */
   accessToken: string;
@@ -152,7 +152,7 @@ export interface CreateAppWebhookRequest {
   /**
    * Event types: session.created, session.revoked, scope.granted, scope.consumed,
    * password.changed, client.created, client.deleted,
-   * client.secret_rotated. Required, not empty.
+   * client.secret_rotated, passkey.suspicious. Required, not empty.
    */
   events: string[];
 }

@@ -24,7 +24,7 @@ import { Struct } from "../../../google/protobuf/struct.js";
 export interface Step {
   /** Position, starting at 1. */
   order: number;
-  /** `verify_email`, `verify_sms`, or a custom key. */
+  /** `verify_email`, `verify_sms`, `verify_passkey`, or a custom key. */
   key: string;
   /** Seconds the user has to complete the step. */
   expirationDuration: number;
@@ -93,7 +93,19 @@ export interface RequestStepUpRequest {
   /** The scope wanted, e.g. `svc:pwd:write`. Required. */
   scope: string;
   /** Passed to a delegation hook. */
-  metadata: { [key: string]: any } | undefined;
+  metadata:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * RFC 9470: the authentication levels wanted, space-separated, of "1" and "2". A session below
+   * the lowest named gets a challenge where the decision was `continue`.
+   */
+  acrValues: string;
+  /**
+   * RFC 9470: the most seconds since the session's authentication (auth_time); an older one gets
+   * a challenge where the decision was `continue`. 0 asks for a challenge every time.
+   */
+  maxAge?: number | undefined;
 }
 
 /** RequestStepUpResponse is the decision. */
@@ -104,6 +116,11 @@ export interface RequestStepUpResponse {
   challengeToken: string;
   /** With `review`: the steps, in order. */
   steps: Step[];
+  /**
+   * With `review` when the first step is `verify_passkey`: PublicKeyCredentialRequestOptionsJSON,
+   * for `navigator.credentials.get`; its answer goes to /v1/session/passkey/check.
+   */
+  passkeyOptions: { [key: string]: any } | undefined;
 }
 
 /** CheckStepUpOtpRequest answers the current step. */
@@ -120,6 +137,26 @@ export interface CheckStepUpOtpResponse {
   challengeToken: string;
   /** The next step's key, or `completed`. */
   currentStep: string;
+  /** When the next step is `verify_passkey`: its request options, as RequestStepUpResponse's. */
+  passkeyOptions: { [key: string]: any } | undefined;
+}
+
+/** CheckStepUpPasskeyRequest answers a `verify_passkey` step. */
+export interface CheckStepUpPasskeyRequest {
+  /** The latest challenge token. Required. */
+  challengeToken: string;
+  /** AuthenticationResponseJSON. Required. */
+  credential: { [key: string]: any } | undefined;
+}
+
+/** CheckStepUpPasskeyResponse moves the challenge on, as CheckStepUpOtpResponse. */
+export interface CheckStepUpPasskeyResponse {
+  /** The next token; once current_step is `completed` it is the step-up token. */
+  challengeToken: string;
+  /** The next step's key, or `completed`. */
+  currentStep: string;
+  /** When the next step is `verify_passkey`: its request options. */
+  passkeyOptions: { [key: string]: any } | undefined;
 }
 
 /** ResetPasswordRequest holds the new password. */
@@ -574,7 +611,7 @@ export const CreateStepUpConfigResponse: MessageFns<CreateStepUpConfigResponse> 
 };
 
 function createBaseRequestStepUpRequest(): RequestStepUpRequest {
-  return { scope: "", metadata: undefined };
+  return { scope: "", metadata: undefined, acrValues: "", maxAge: undefined };
 }
 
 export const RequestStepUpRequest: MessageFns<RequestStepUpRequest> = {
@@ -584,6 +621,12 @@ export const RequestStepUpRequest: MessageFns<RequestStepUpRequest> = {
     }
     if (message.metadata !== undefined) {
       Struct.encode(Struct.wrap(message.metadata), writer.uint32(18).fork()).join();
+    }
+    if (message.acrValues !== "") {
+      writer.uint32(26).string(message.acrValues);
+    }
+    if (message.maxAge !== undefined) {
+      writer.uint32(32).int32(message.maxAge);
     }
     return writer;
   },
@@ -617,6 +660,22 @@ export const RequestStepUpRequest: MessageFns<RequestStepUpRequest> = {
             message.metadata = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.acrValues = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.maxAge = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -631,7 +690,7 @@ export const RequestStepUpRequest: MessageFns<RequestStepUpRequest> = {
 };
 
 function createBaseRequestStepUpResponse(): RequestStepUpResponse {
-  return { status: "", challengeToken: "", steps: [] };
+  return { status: "", challengeToken: "", steps: [], passkeyOptions: undefined };
 }
 
 export const RequestStepUpResponse: MessageFns<RequestStepUpResponse> = {
@@ -644,6 +703,9 @@ export const RequestStepUpResponse: MessageFns<RequestStepUpResponse> = {
     }
     for (const v of message.steps) {
       Step.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.passkeyOptions !== undefined) {
+      Struct.encode(Struct.wrap(message.passkeyOptions), writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -683,6 +745,14 @@ export const RequestStepUpResponse: MessageFns<RequestStepUpResponse> = {
             }
 
             message.steps.push(Step.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.passkeyOptions = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -756,7 +826,7 @@ export const CheckStepUpOtpRequest: MessageFns<CheckStepUpOtpRequest> = {
 };
 
 function createBaseCheckStepUpOtpResponse(): CheckStepUpOtpResponse {
-  return { challengeToken: "", currentStep: "" };
+  return { challengeToken: "", currentStep: "", passkeyOptions: undefined };
 }
 
 export const CheckStepUpOtpResponse: MessageFns<CheckStepUpOtpResponse> = {
@@ -766,6 +836,9 @@ export const CheckStepUpOtpResponse: MessageFns<CheckStepUpOtpResponse> = {
     }
     if (message.currentStep !== "") {
       writer.uint32(18).string(message.currentStep);
+    }
+    if (message.passkeyOptions !== undefined) {
+      Struct.encode(Struct.wrap(message.passkeyOptions), writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -797,6 +870,139 @@ export const CheckStepUpOtpResponse: MessageFns<CheckStepUpOtpResponse> = {
             }
 
             message.currentStep = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.passkeyOptions = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCheckStepUpPasskeyRequest(): CheckStepUpPasskeyRequest {
+  return { challengeToken: "", credential: undefined };
+}
+
+export const CheckStepUpPasskeyRequest: MessageFns<CheckStepUpPasskeyRequest> = {
+  encode(message: CheckStepUpPasskeyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.challengeToken !== "") {
+      writer.uint32(10).string(message.challengeToken);
+    }
+    if (message.credential !== undefined) {
+      Struct.encode(Struct.wrap(message.credential), writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckStepUpPasskeyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckStepUpPasskeyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.challengeToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.credential = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseCheckStepUpPasskeyResponse(): CheckStepUpPasskeyResponse {
+  return { challengeToken: "", currentStep: "", passkeyOptions: undefined };
+}
+
+export const CheckStepUpPasskeyResponse: MessageFns<CheckStepUpPasskeyResponse> = {
+  encode(message: CheckStepUpPasskeyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.challengeToken !== "") {
+      writer.uint32(10).string(message.challengeToken);
+    }
+    if (message.currentStep !== "") {
+      writer.uint32(18).string(message.currentStep);
+    }
+    if (message.passkeyOptions !== undefined) {
+      Struct.encode(Struct.wrap(message.passkeyOptions), writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckStepUpPasskeyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckStepUpPasskeyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.challengeToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.currentStep = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.passkeyOptions = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -943,6 +1149,23 @@ export const StepUpServiceService = {
     responseDeserialize: (value: Buffer): CheckStepUpOtpResponse => CheckStepUpOtpResponse.decode(value),
   },
   /**
+   * CheckStepUpPasskey completes a `verify_passkey` step with the authenticator's answer to the
+   * step's `passkey_options`, and answers as CheckStepUpOtp. The challenge is consumed by any
+   * attempt; a wrong origin or RP ID, another user's or an unknown credential and a signature
+   * counter that goes backwards answer 401 `invalid_credentials`.
+   */
+  checkStepUpPasskey: {
+    path: "/ringfence.stepup.v1.StepUpService/CheckStepUpPasskey" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CheckStepUpPasskeyRequest): Buffer =>
+      Buffer.from(CheckStepUpPasskeyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CheckStepUpPasskeyRequest => CheckStepUpPasskeyRequest.decode(value),
+    responseSerialize: (value: CheckStepUpPasskeyResponse): Buffer =>
+      Buffer.from(CheckStepUpPasskeyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CheckStepUpPasskeyResponse => CheckStepUpPasskeyResponse.decode(value),
+  },
+  /**
    * ResetPassword writes a new password; it needs `svc:pwd:write` and consumes it in the same
    * atomic step. REST answers 204.
    */
@@ -971,6 +1194,13 @@ export interface StepUpServiceServer extends UntypedServiceImplementation {
   requestStepUp: handleUnaryCall<RequestStepUpRequest, RequestStepUpResponse>;
   /** CheckStepUpOtp completes the current step of a challenge. */
   checkStepUpOtp: handleUnaryCall<CheckStepUpOtpRequest, CheckStepUpOtpResponse>;
+  /**
+   * CheckStepUpPasskey completes a `verify_passkey` step with the authenticator's answer to the
+   * step's `passkey_options`, and answers as CheckStepUpOtp. The challenge is consumed by any
+   * attempt; a wrong origin or RP ID, another user's or an unknown credential and a signature
+   * counter that goes backwards answer 401 `invalid_credentials`.
+   */
+  checkStepUpPasskey: handleUnaryCall<CheckStepUpPasskeyRequest, CheckStepUpPasskeyResponse>;
   /**
    * ResetPassword writes a new password; it needs `svc:pwd:write` and consumes it in the same
    * atomic step. REST answers 204.
@@ -1032,6 +1262,27 @@ export interface StepUpServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CheckStepUpOtpResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CheckStepUpPasskey completes a `verify_passkey` step with the authenticator's answer to the
+   * step's `passkey_options`, and answers as CheckStepUpOtp. The challenge is consumed by any
+   * attempt; a wrong origin or RP ID, another user's or an unknown credential and a signature
+   * counter that goes backwards answer 401 `invalid_credentials`.
+   */
+  checkStepUpPasskey(
+    request: CheckStepUpPasskeyRequest,
+    callback: (error: ServiceError | null, response: CheckStepUpPasskeyResponse) => void,
+  ): ClientUnaryCall;
+  checkStepUpPasskey(
+    request: CheckStepUpPasskeyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CheckStepUpPasskeyResponse) => void,
+  ): ClientUnaryCall;
+  checkStepUpPasskey(
+    request: CheckStepUpPasskeyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CheckStepUpPasskeyResponse) => void,
   ): ClientUnaryCall;
   /**
    * ResetPassword writes a new password; it needs `svc:pwd:write` and consumes it in the same
