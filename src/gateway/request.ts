@@ -150,7 +150,8 @@ function queryValue(v: string, scalar: ScalarType | undefined, enumLike: boolean
 
 /**
  * Strict proto3 JSON decoding. On failure, each top-level field is tried alone to name the one
- * at fault, since the decoder's own message may name only a nested type.
+ * at fault (the error's `field`, as the caller wrote it), since the decoder's own message may name
+ * only a nested type.
  */
 function decodeJson(desc: DescMessage, json: JsonValue) {
   try {
@@ -166,6 +167,8 @@ function decodeJson(desc: DescMessage, json: JsonValue) {
         throw new RingfenceError(
           "bad_request",
           named ? cleanMessage(fieldErr) : `invalid value for field ${quote(key)}: ${raw}`,
+          {},
+          { field: key },
         );
       }
     }

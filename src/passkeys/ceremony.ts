@@ -131,7 +131,10 @@ export async function requestOptions(
     rpID: rp.rpId,
     timeout: CHALLENGE_TTL_MS,
     userVerification: "preferred",
-    allowCredentials: allow.map((p) => ({ id: p.id, transports: knownTransports(p.transports) })),
+    // None for a login: any discoverable credential of the RP ID answers.
+    ...(allow.length === 0
+      ? {}
+      : { allowCredentials: allow.map((p) => ({ id: p.id, transports: knownTransports(p.transports) })) }),
   });
   return options as unknown as Record<string, unknown> & { challenge: string };
 }
@@ -168,6 +171,10 @@ export async function verifyRegistration(
   const info = verified.registrationInfo;
   if (!verified.verified || info === undefined)
     throw badField("credential", "the registration did not verify");
+  // The id kept is the authenticator's own: a JSON id naming another credential is refused.
+  if (info.credential.id !== response.id) {
+    throw badField("credential.id", "is not the id of the credential the authenticator made");
+  }
   return {
     id: info.credential.id,
     publicKey: Buffer.from(info.credential.publicKey).toString("base64url"),

@@ -18,7 +18,7 @@ export class PasskeyKeys {
     return this.keys.key("pkown", credentialDigest);
   }
 
-  /** The challenge of a user session's registration (hash: challenge, expiry), one per session. */
+  /** The challenge of a user session's registration (string, expiring), one per session. */
   registration(userId: string, sessionId: string): string {
     return this.keys.key("pkreg", userId, sessionId);
   }

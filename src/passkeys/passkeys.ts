@@ -51,7 +51,7 @@ export class Passkeys {
       store: PasskeyStore;
       users: Pick<UserStore, "get">;
       failures: Pick<PasswordFailures, "beginFor">;
-      knownSources: Pick<KnownSources, "of" | "remember">;
+      knownSources: Pick<KnownSources, "of" | "remember" | "firstKnown">;
       events: Pick<AppEvents, "emit">;
       metrics: Pick<Metrics, "passkeyAssertion">;
     },
@@ -77,6 +77,24 @@ export class Passkeys {
     return { challenge: options.challenge, options };
   }
 
+  /**
+   * The user's identifiers as the call's address meets their windows. A passkey is the user's,
+   * not one identifier's: a network known for any of them is known for all (each still meets its
+   * own window), so strangers filling one identifier's window cannot stop the user at home.
+   */
+  private async sourcesOf(
+    appId: string,
+    identifiers: readonly Identifier[],
+    address: string | undefined,
+  ): Promise<{ id: Identifier; source: LoginSource | undefined }[]> {
+    const sources = identifiers.map((id) => ({ id, source: this.d.knownSources.of(appId, id, address) }));
+    const keys = sources.flatMap((s) => (s.source === undefined ? [] : [s.source.key]));
+    if (keys.length < 2) return sources;
+    const known = await this.d.knownSources.firstKnown(keys);
+    if (known === undefined) return sources;
+    return sources.map((s) => (s.source === undefined ? s : { ...s, source: { ...s.source, key: known } }));
+  }
+
   /** Reads a credential's shape: 400 naming the field, before anything is taken or counted. */
   read(credential: unknown): AuthenticationResponseJSON {
     return readAssertion(credential);
@@ -94,10 +112,7 @@ export class Passkeys {
     const ownerId = await store.ownerOf(response.id);
     const owner = ownerId === undefined ? undefined : await users.get(ownerId);
     const user = owner?.appId === taken.appId ? owner : undefined;
-    const sources = (user?.identifiers ?? []).map((id) => ({
-      id,
-      source: knownSources.of(taken.appId, id, call.clientAddress),
-    }));
+    const sources = await this.sourcesOf(taken.appId, user?.identifiers ?? [], call.clientAddress);
     let attempt;
     try {
       attempt = await failures.beginFor(taken.appId, sources, call.clientAddress);

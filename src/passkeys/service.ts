@@ -129,6 +129,7 @@ export function passkeyHandlers(deps: PasskeyDeps): Handlers<typeof PasskeyServi
     },
 
     async deletePasskey(req, ctx) {
+      noStore(ctx);
       const caller = userOf(ctx);
       await deps.relyingParties.of(caller.appId);
       if (req.id === "") throw badField("id", "is required");

@@ -3,6 +3,11 @@ import type { Keys, RedisClient } from "../redis/client.js";
 import { defineScript } from "../redis/script.js";
 import { PasskeyKeys } from "./keys.js";
 
+const addPasskey = defineScript({
+  file: new URL("./add-passkey.lua", import.meta.url),
+  keys: ["credentials"],
+  argv: ["id", "passkey", "most"],
+});
 const usePasskey = defineScript({
   file: new URL("./use-passkey.lua", import.meta.url),
   keys: ["credentials"],
@@ -77,22 +82,31 @@ export class PasskeyStore {
   }
 
   /**
-   * Keeps a new passkey: `taken` when the credential id is another user's or already the user's
-   * (WebAuthn: a credential is registered once), `full` at MAX_PASSKEYS.
+   * Keeps a new passkey: `taken` when the credential id is registered already (WebAuthn: a
+   * credential is registered once), `full` at MAX_PASSKEYS. The user's hash first, counted in its
+   * script; then the owner entry, on the credential's slot: of two users registering one id, the
+   * second takes its entry back. A crash between the two leaves a passkey that cannot log in and
+   * that its user can remove, never an id nobody can register.
    */
   async add(userId: string, p: Passkey): Promise<"added" | "taken" | "full"> {
     const credentials = this.keys.credentials(userId);
-    if ((await this.redis.hlen(credentials)) >= MAX_PASSKEYS) return "full";
-    const owner = this.keys.owner(digest(p.id));
-    // The owner entry first, on the credential's slot: of two users registering one id, one wins.
-    if ((await this.redis.set(owner, userId, "NX")) === null) return "taken";
     const stored: StoredPasskey = {
       publicKey: p.publicKey,
       counter: p.counter,
       transports: p.transports.join(","),
       createdAt: p.createdAt,
     };
-    await this.redis.hset(credentials, p.id, JSON.stringify(stored));
+    const [added] = (await addPasskey.run(
+      this.redis,
+      { credentials },
+      { id: p.id, passkey: JSON.stringify(stored), most: MAX_PASSKEYS },
+    )) as [string];
+    if (added === "full") return "full";
+    if (added === "exists") return "taken";
+    if ((await this.redis.set(this.keys.owner(digest(p.id)), userId, "NX")) === null) {
+      await this.redis.hdel(credentials, p.id);
+      return "taken";
+    }
     return "added";
   }
 

@@ -49,6 +49,13 @@ export class KnownSources {
     return { address, digest, key: this.keys.knownSource(appId, digest) };
   }
 
+  /** Of several sources' keys (all on the app's hash tag), the first that is known now. */
+  async firstKnown(keys: readonly string[]): Promise<string | undefined> {
+    if (keys.length === 0) return undefined;
+    const found = await this.redis.mget(...keys);
+    return keys.find((_, i) => found[i] !== null);
+  }
+
   /** A completed login: its network is a known source of the identifier for 30 days more. */
   async remember(source: LoginSource | undefined): Promise<void> {
     if (source !== undefined) await this.redis.set(source.key, "1", "PX", KNOWN_SOURCE_MS);

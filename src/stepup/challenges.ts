@@ -1,6 +1,13 @@
 import { newTokenSecret, secretHash, storeChallenge, TOKEN_SECRET } from "../otp/challenge.js";
 import type { Keys, RedisClient } from "../redis/client.js";
+import { defineScript } from "../redis/script.js";
 import { StepUpKeys } from "./keys.js";
+
+const takePasskeyStep = defineScript({
+  file: new URL("./take-passkey-step.lua", import.meta.url),
+  keys: ["challenge"],
+  argv: [],
+});
 import type { GrantMode } from "./needs.js";
 
 export interface StepSpec {
@@ -64,15 +71,15 @@ export class StepUpChallenges {
   }
 
   /**
-   * Takes a `verify_passkey` step's challenge: read and removed at once, so it answers one
-   * attempt, right or wrong, whichever process gets it.
+   * Takes a `verify_passkey` step's challenge (take-passkey-step.lua): it answers one attempt,
+   * right or wrong; a code step's challenge is left untouched (undefined).
    */
   async take(
     key: string,
   ): Promise<{ state: StepUpState; passkeyChallenge: string; expiresAtMs: number } | undefined> {
-    const [[, h]] = (await this.redis.multi().hgetall(key).del(key).exec()) as [
-      [Error | null, Record<string, string>],
-    ];
+    const pairs = (await takePasskeyStep.run(this.redis, { challenge: key }, {})) as string[];
+    const h: Record<string, string> = {};
+    for (let i = 0; i + 1 < pairs.length; i += 2) h[pairs[i] as string] = pairs[i + 1] as string;
     if (h.kind !== "stepup" || h.state === undefined || h.passkey_challenge === undefined) return undefined;
     return {
       state: JSON.parse(h.state) as StepUpState,

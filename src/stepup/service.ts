@@ -80,9 +80,9 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
     if (step === undefined) return undefined;
     const expiresAtMs = Date.now() + step.expirationDuration * 1000;
     if (step.key === PASSKEY_STEP) {
-      await deps.limits.allowPasskeyStep(userId, state.sessionId);
       const passkey = await deps.passkeys.stepOptions(state.appId, userId);
       if (passkey === undefined) return undefined;
+      await deps.limits.allowPasskeyStep(userId, state.sessionId);
       // No code completes this step: the hash is of nothing anyone holds.
       const unusable = randomBytes(32).toString("hex");
       const { token } = await deps.challenges.create(

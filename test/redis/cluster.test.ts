@@ -16,6 +16,8 @@ import { DeliveryKeys } from "../../src/delivery/keys.js";
 import { RouteStore, type Route } from "../../src/delivery/routes.js";
 import { DeliveryStats, type HourlyRow } from "../../src/delivery/stats.js";
 import { startRoutedApp, type RoutedApp } from "../support/routing.js";
+import { ORIGIN, PasskeyRig, REFUSED } from "../support/passkeys.js";
+import { decodeJwt } from "jose";
 
 describe("on a Redis Cluster", () => {
   let cluster: RedisCluster;
@@ -288,6 +290,41 @@ describe("on a Redis Cluster", () => {
     } finally {
       await limited.stop();
     }
+  });
+
+  it("registers a passkey and logs in with it (docs/session-api.md#passkeys), each key on its own slot", async () => {
+    const rig = PasskeyRig.over(app);
+    const { appId } = await rig.newApp();
+    const u = await rig.user(appId);
+    const id = await rig.register(u, { counter: 1 });
+    expect((await rig.list(u)).map((p) => p.id)).to.deep.equal([id]);
+    const logged = await rig.loginAs(u);
+    expect(logged.status, JSON.stringify(logged.body)).to.equal(200);
+    expect(decodeJwt(String(logged.body.access_token))).to.include({ sub: u.userId, acr: "2" });
+    const refreshed = await post("/v1/session/refresh", { refresh_token: logged.body.refresh_token });
+    expect(refreshed.status, refreshed.text).to.equal(200);
+    // The counter script on the user's slot: a counter going backwards is refused, the stored one kept.
+    const back = await rig.login(appId, (o) => u.auth.get(o, { origin: ORIGIN, counter: 1 }));
+    expect(back.body).to.deep.equal(REFUSED);
+    expect((await rig.stored(u, id))?.counter).to.equal(2);
+    const removed = await rig.call("DELETE", `/v1/session/me/passkeys/${id}`, { bearer: u.bearer });
+    expect(removed.status).to.equal(204);
+    expect((await rig.loginAs(u)).status).to.equal(401);
+  });
+
+  it("lets exactly one of two concurrent passkey logins answering one challenge token succeed", async () => {
+    const rig = PasskeyRig.over(app);
+    const { appId } = await rig.newApp();
+    const u = await rig.user(appId);
+    // An authenticator that keeps no counter: both answers pass every check but the challenge's.
+    await rig.register(u, { counter: 0 });
+    const sessions = await rig.sessions(u.userId);
+    const { challenge_token, options } = await rig.loginOptions(appId);
+    const answers = [0, 1].map(() => u.auth.get(options, { origin: ORIGIN, counter: 0 }));
+    const results = await Promise.all(answers.map((a) => rig.loginAnswer(challenge_token, a)));
+    expect(results.map((r) => r.status).sort()).to.deep.equal([200, 401]);
+    expect(results.find((r) => r.status === 401)?.body).to.deep.equal(REFUSED);
+    expect(await rig.sessions(u.userId)).to.equal(sessions + 1);
   });
 
   it("keeps accounts, runs their scripts and serves lookups over REST and gRPC", async () => {
