@@ -23,8 +23,11 @@ export function passkeyRefused(): RingfenceError {
 export interface TakenChallenge {
   appId: string;
   challenge: string;
-  /** False when an earlier attempt consumed it. */
-  fresh: boolean;
+  /**
+   * Consumes the challenge once the attempt has its places in the windows (a refused attempt
+   * writes nothing more); false when an earlier attempt consumed it.
+   */
+  consume(): Promise<boolean>;
   expiresAtMs: number;
 }
 
@@ -130,7 +133,7 @@ export class Passkeys {
       call.log.info("passkey refused", { reason, use });
       return passkeyRefused();
     };
-    if (!taken.fresh) throw refuse("the challenge was used already");
+    if (!(await taken.consume())) throw refuse("the challenge was used already");
     if (taken.expiresAtMs <= Date.now()) throw refuse("the challenge expired");
     if (user === undefined) throw refuse("unknown credential");
     if (expectedUserId !== undefined && user.userId !== expectedUserId)

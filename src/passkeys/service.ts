@@ -157,8 +157,13 @@ export function passkeyHandlers(deps: PasskeyDeps): Handlers<typeof PasskeyServi
       if (opened === undefined) {
         throw badField("challenge_token", "is not a passkey login challenge of this service");
       }
-      const fresh = await deps.store.useLoginChallenge(opened.challenge, opened.expiresAtMs);
-      const { user, userVerified } = await deps.passkeys.assert("login", { ...opened, fresh }, response, ctx);
+      const consume = () => deps.store.useLoginChallenge(opened.challenge, opened.expiresAtMs);
+      const { user, userVerified } = await deps.passkeys.assert(
+        "login",
+        { ...opened, consume },
+        response,
+        ctx,
+      );
       // RFC 8176: a software or hardware key; with user verification, a second factor in one.
       return deps.openLogin(
         {

@@ -295,7 +295,8 @@ export function stepUpHandlers(deps: StepUpDeps): Handlers<typeof StepUpServiceS
         {
           appId: state.appId,
           challenge: taken.passkeyChallenge,
-          fresh: true,
+          // Taken already, by this attempt.
+          consume: () => Promise.resolve(true),
           expiresAtMs: taken.expiresAtMs,
         },
         response,

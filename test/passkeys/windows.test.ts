@@ -9,6 +9,7 @@ import {
   type Answer,
   type PasskeyUser,
 } from "../support/passkeys.js";
+import { keysAddedSince, keysUnder } from "../support/redis.js";
 import { SoftAuthenticator } from "../support/webauthn.js";
 
 /**
@@ -77,7 +78,12 @@ describe("passkey login in the failure windows (docs/session-api.md#passkeys)", 
       const stranger = "127.0.1.9";
       const m = await rig.meter();
       for (let i = 0; i < 3; i++) await fail(rig, u, stranger, `failure ${i + 1}`);
+      // A refused attempt writes nothing, its challenge included: strangers past the window fill no Redis.
+      const keys = await keysUnder(rig.app.registry.redis, rig.app.config.REDIS_KEY_PREFIX);
       expectWindowRefusal(await rig.loginAs(u, { from: stranger }), 900, "the right passkey");
+      expect(
+        await keysAddedSince(rig.app.registry.redis, rig.app.config.REDIS_KEY_PREFIX, keys),
+      ).to.deep.equal([]);
       expectWindowRefusal(await rig.loginAs(u, { from: "127.0.2.9" }), 900, "the right passkey, elsewhere");
       expect(await m.grew(LOGINS, { use: "login", outcome: "invalid_credentials" })).to.equal(3);
       expect(await m.grew(LOGINS, { use: "login", outcome: "too_many_attempts" })).to.equal(2);
