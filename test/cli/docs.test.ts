@@ -43,6 +43,7 @@ describe("docs/cli.md", function () {
       "apps",
       "apps create",
       "apps show",
+      "apps passkeys",
       "users",
       "users create",
       "keys",
