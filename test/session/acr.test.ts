@@ -10,9 +10,9 @@ import { rest, type Json, type RestAnswer } from "../support/rest.js";
 import { Receiver, SmsReceiver } from "../support/receivers.js";
 import { keysAddedSince, keysUnder } from "../support/redis.js";
 import { SoftAuthenticator } from "../support/webauthn.js";
+import { PASSWORD, passwordUser } from "../support/passkeys.js";
 
 const ORIGIN = "http://localhost:3000";
-const PASSWORD = "correct horse battery";
 /** One `continue` entry for both identifier types. */
 const CONT = "acct:read";
 /** `continue` for email holders, `review` by SMS (120 s) for phone holders. */
@@ -134,26 +134,9 @@ describe("authentication level: acr and auth_time in session tokens, acr_values 
 
   /** A user (phone and email unless told) logged in by password, with `passkeys` passkeys registered. */
   async function user(passkeys = 0, has: { phone?: boolean; email?: boolean } = {}): Promise<Session> {
-    const phone = `+33${(seq += 1000)}`;
-    const email = `a${seq}@example.com`;
-    const ids = [
-      ...(has.phone === false ? [] : [{ type: "phone_number" as const, value: phone }]),
-      ...(has.email === false ? [] : [{ type: "email_address" as const, value: email }]),
-    ];
-    const created = await app.registry.users.create(appId, ids, passwordHash);
-    if (created === undefined || ids[0] === undefined) throw new Error("no user made");
-    const login = await call("POST", "/v1/session/login/password", {
-      app_id: appId,
-      identifier: ids[0],
-      password: PASSWORD,
-    });
-    const s = session(created.userId, phone, email, login);
-    for (let i = 0; i < passkeys; i++) {
-      const opts = await call("POST", "/v1/session/me/passkeys/options", {}, s.access);
-      const credential = s.auth.create(opts.body.options as Json, { origin: ORIGIN });
-      expect((await call("POST", "/v1/session/me/passkeys", { credential }, s.access)).status).to.equal(201);
-    }
-    return s;
+    const n = (seq += 1000);
+    const u = await passwordUser({ app, appId, call, n, passwordHash, origin: ORIGIN, passkeys, has });
+    return session(u.userId, u.phone, u.email, u.login, u.auth);
   }
 
   async function passkeyLogin(holder: Session, userVerified: boolean): Promise<Session> {

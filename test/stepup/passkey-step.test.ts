@@ -8,9 +8,9 @@ import { Receiver, SmsReceiver } from "../support/receivers.js";
 import { sample } from "../support/metrics.js";
 import { keysAddedSince, keysUnder } from "../support/redis.js";
 import { SoftAuthenticator } from "../support/webauthn.js";
+import { PASSWORD, passwordUser } from "../support/passkeys.js";
 
 const ORIGIN = "http://localhost:3000";
-const PASSWORD = "correct horse battery";
 /** verify_passkey for email holders, then a phone entry (the pair rule forbids two entries per type). */
 const PAY = "pay:write";
 /** Two steps: an SMS code, then a passkey. */
@@ -82,32 +82,8 @@ async function startRig(env: Record<string, string> = {}) {
 
   /** A user logged in by password, holding `passkeys` passkeys, with a phone and an email unless told. */
   async function user(passkeys = 1, has: { phone?: boolean; email?: boolean } = {}): Promise<User> {
-    const phone = `+33${(phoneSeq += 1000)}`;
-    const email = `u${phoneSeq}@example.com`;
-    const ids = [
-      ...(has.phone === false ? [] : [{ type: "phone_number" as const, value: phone }]),
-      ...(has.email === false ? [] : [{ type: "email_address" as const, value: email }]),
-    ];
-    const created = await app.registry.users.create(appId, ids, passwordHash);
-    if (created === undefined || ids[0] === undefined) throw new Error("no user made");
-    const login = await call("POST", "/v1/session/login/password", {
-      app_id: appId,
-      identifier: ids[0],
-      password: PASSWORD,
-    });
-    expect(login.status, login.text).to.equal(200);
-    const access = String(login.body.access_token);
-    const auth = new SoftAuthenticator();
-    const ids2: string[] = [];
-    for (let i = 0; i < passkeys; i++) {
-      const opts = await call("POST", "/v1/session/me/passkeys/options", {}, access);
-      expect(opts.status, opts.text).to.equal(200);
-      const credential = auth.create(opts.body.options as Json, { origin: ORIGIN });
-      const reg = await call("POST", "/v1/session/me/passkeys", { credential }, access);
-      expect(reg.status, reg.text).to.equal(201);
-      ids2.push(String(reg.body.id));
-    }
-    return { userId: created.userId, phone, email, access, auth, passkeys: ids2 };
+    const n = (phoneSeq += 1000);
+    return passwordUser({ app, appId, call, n, passwordHash, origin: ORIGIN, passkeys, has });
   }
 
   /** The code of the first SMS to `phone` from message `after` on. */

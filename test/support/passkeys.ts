@@ -3,15 +3,15 @@
  * relying party is set, users logged in by password (their session registers passkeys), a
  * software authenticator per user, and calls from any loopback address (another network).
  */
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { expect } from "chai";
 import { RelyingParties, type RelyingParty } from "../../src/passkeys/relying-party.js";
 import { PasskeyStore, type Passkey } from "../../src/passkeys/store.js";
 import { hashPassword } from "../../src/session/password.js";
 import { startTestApp, type TestApp } from "./app.js";
 import { sample } from "./metrics.js";
-import { callFrom, rest, type Json } from "./rest.js";
-import { cbor, SoftAuthenticator } from "./webauthn.js";
+import { callFrom, rest, type Json, type RestAnswer } from "./rest.js";
+import { SoftAuthenticator } from "./webauthn.js";
 
 export const RP_ID = "example.com";
 export const ORIGIN = "https://login.example.com";
@@ -211,8 +211,6 @@ export class PasskeyRig {
 export const LOGINS = "ringfence_passkey_logins_total";
 export const REGISTRATIONS = "ringfence_passkey_registrations_total";
 
-const sha256 = (b: Uint8Array | string) => createHash("sha256").update(b).digest();
-
 /**
  * A registration answer to `options` for a credential the authenticator holds already (its id
  * and key): what an authenticator that ignored `excludeCredentials` would send.
@@ -223,41 +221,60 @@ export function createAgain(
   options: Json,
   origin = ORIGIN,
 ): Json {
-  const cred = auth.credentials.get(credentialId);
-  if (cred === undefined) throw new Error(`no credential ${credentialId}`);
-  const jwk = cred.publicKey.export({ format: "jwk" });
-  const cose = new Map<number, unknown>([
-    [1, 2],
-    [3, -7],
-    [-1, 1],
-    [-2, Buffer.from(jwk.x ?? "", "base64url")],
-    [-3, Buffer.from(jwk.y ?? "", "base64url")],
-  ]);
-  const idBytes = Buffer.from(credentialId, "base64url");
-  const head = Buffer.alloc(37);
-  sha256(cred.rpId).copy(head);
-  head[32] = 0x01 | 0x04 | 0x40;
-  head.writeUInt32BE(cred.counter, 33);
-  const idLength = Buffer.alloc(2);
-  idLength.writeUInt16BE(idBytes.length);
-  const authData = Buffer.concat([head, Buffer.alloc(16), idLength, idBytes, cbor(cose)]);
-  const clientData = JSON.stringify({
-    type: "webauthn.create",
-    challenge: options.challenge,
-    origin,
-    crossOrigin: false,
+  return auth.createAgain(credentialId, options, { origin });
+}
+
+/** A REST call of a test: method, path, JSON body, bearer token. */
+export type Call = (method: string, path: string, body?: unknown, bearer?: string) => Promise<RestAnswer>;
+
+/**
+ * A user of `appId` holding a phone and an email unless told (numbered `n`), logged in by its
+ * password (`passwordHash` is PASSWORD's), holding `passkeys` passkeys registered from `origin`.
+ */
+export async function passwordUser(o: {
+  app: TestApp;
+  appId: string;
+  call: Call;
+  n: number;
+  passwordHash: string;
+  origin: string;
+  passkeys: number;
+  has?: { phone?: boolean; email?: boolean };
+}): Promise<{
+  userId: string;
+  phone: string;
+  email: string;
+  login: RestAnswer;
+  access: string;
+  auth: SoftAuthenticator;
+  passkeys: string[];
+}> {
+  const phone = `+33${o.n}`;
+  const email = `u${o.n}@example.com`;
+  const ids = [
+    ...(o.has?.phone === false ? [] : [{ type: "phone_number" as const, value: phone }]),
+    ...(o.has?.email === false ? [] : [{ type: "email_address" as const, value: email }]),
+  ];
+  const created = await o.app.registry.users.create(o.appId, ids, o.passwordHash);
+  if (created === undefined || ids[0] === undefined) throw new Error("no user made");
+  const login = await o.call("POST", "/v1/session/login/password", {
+    app_id: o.appId,
+    identifier: ids[0],
+    password: PASSWORD,
   });
-  return {
-    id: credentialId,
-    rawId: credentialId,
-    type: "public-key",
-    response: {
-      clientDataJSON: Buffer.from(clientData).toString("base64url"),
-      attestationObject: cbor({ fmt: "none", attStmt: {}, authData }).toString("base64url"),
-      transports: ["internal"],
-    },
-    clientExtensionResults: {},
-  };
+  expect(login.status, login.text).to.equal(200);
+  const access = String(login.body.access_token);
+  const auth = new SoftAuthenticator();
+  const passkeys: string[] = [];
+  for (let i = 0; i < o.passkeys; i++) {
+    const opts = await o.call("POST", "/v1/session/me/passkeys/options", {}, access);
+    expect(opts.status, opts.text).to.equal(200);
+    const credential = auth.create(opts.body.options as Json, { origin: o.origin });
+    const reg = await o.call("POST", "/v1/session/me/passkeys", { credential }, access);
+    expect(reg.status, reg.text).to.equal(201);
+    passkeys.push(String(reg.body.id));
+  }
+  return { userId: created.userId, phone, email, login, access, auth, passkeys };
 }
 
 /** A sealed login challenge as the service's own would be, expiring at `expiresAtMs` (there is no clock to move). */

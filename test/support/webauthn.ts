@@ -76,11 +76,26 @@ export class SoftAuthenticator {
     const user = options.user as { id: string };
     const rpId = c.rpId ?? rp.id ?? new URL(c.origin).hostname;
     const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-    const idBytes = sha256(`${Math.random()}${Date.now()}`).subarray(0, 16);
-    const id = b64url(idBytes);
-    const counter = c.counter ?? 0;
-    this.credentials.set(id, { id, rpId, userHandle: user.id, privateKey, publicKey, counter });
-    const jwk = publicKey.export({ format: "jwk" });
+    const id = b64url(sha256(`${Math.random()}${Date.now()}`).subarray(0, 16));
+    const cred = { id, rpId, userHandle: user.id, privateKey, publicKey, counter: c.counter ?? 0 };
+    this.credentials.set(id, cred);
+    return this.attest(cred, options, c);
+  }
+
+  /**
+   * Answers creation options with a credential it holds already (its id and key): what an
+   * authenticator that ignored `excludeCredentials` would send.
+   */
+  createAgain(credentialId: string, options: Json, c: Ceremony): Json {
+    const cred = this.credentials.get(credentialId);
+    if (cred === undefined) throw new Error(`no credential ${credentialId}`);
+    return this.attest(cred, options, c);
+  }
+
+  /** A registration answer for `cred`, attestation "none". */
+  private attest(cred: SoftCredential, options: Json, c: Ceremony): Json {
+    const idBytes = Buffer.from(cred.id, "base64url");
+    const jwk = cred.publicKey.export({ format: "jwk" });
     const cose = new Map<number, unknown>([
       [1, 2],
       [3, -7],
@@ -91,7 +106,7 @@ export class SoftAuthenticator {
     const credIdLength = Buffer.alloc(2);
     credIdLength.writeUInt16BE(idBytes.length);
     const authData = Buffer.concat([
-      this.prefix(rpId, UP | AT | (c.userVerified === false ? 0 : UV), counter),
+      this.prefix(c.rpId ?? cred.rpId, UP | AT | (c.userVerified === false ? 0 : UV), cred.counter),
       Buffer.alloc(16),
       credIdLength,
       idBytes,
@@ -104,8 +119,8 @@ export class SoftAuthenticator {
       crossOrigin: false,
     });
     return {
-      id,
-      rawId: id,
+      id: cred.id,
+      rawId: cred.id,
       type: "public-key",
       response: {
         clientDataJSON: b64url(clientData),
